@@ -1,0 +1,43 @@
+# The two commands of the README. Both bootstrap .venv themselves, so a fresh clone needs nothing else.
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+PLUGINS := $(sort $(wildcard plugins/*/pyproject.toml))
+NATIVE := $(wildcard native/pyproject.toml)
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint types imports pytest bench install clean
+
+install: $(STAMP)
+
+# Re-install when any distribution's metadata changes (new plugin, new entry point, new dependency).
+$(STAMP): pyproject.toml $(PLUGINS) $(NATIVE)
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev]' $(foreach p,$(PLUGINS),-e $(dir $(p))) $(if $(NATIVE),-e native)
+	@touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/koord plugins list
+	$(BIN)/python -m koord_framework.cli.demo
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+types: $(STAMP)
+	$(BIN)/mypy koord_framework $(patsubst %/__init__.py,%,$(wildcard plugins/*/src/koord_plugin_*/__init__.py))
+
+imports: $(STAMP)
+	$(BIN)/lint-imports --config "$$($(BIN)/python tools/importlinter_config.py)"
+
+pytest: $(STAMP)
+	$(BIN)/pytest -q
+
+test: lint types imports pytest
+
+bench: $(STAMP)
+	$(BIN)/python -m bench
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info plugins/*/build plugins/*/src/*.egg-info

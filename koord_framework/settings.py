@@ -1,0 +1,32 @@
+"""Process settings (never plugin args): read from ``KOORD_*`` environment variables and CLI flags.
+
+Plugin arguments live in profiles (``koord_framework.config``); these are the knobs of a running process.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="KOORD_", extra="ignore", use_attribute_docstrings=True)
+
+    kubeconfig: str | None = None
+    """Path of a kubeconfig; unset means the embedded cluster (or in-cluster config when running in a pod)."""
+    metrics_address: str = ""
+    """``host:port`` to serve ``/metrics`` on; empty disables the endpoint."""
+    log_level: str = Field(default="INFO", pattern=r"^(DEBUG|INFO|WARNING|ERROR|CRITICAL)$")
+    """Python logging level name."""
+    host_root: str = "/"
+    """Root under which the koordlet finds proc, cgroup and resctrl (a temporary tree in tests)."""
+    client_qps: float = 5000.0
+    """Kubernetes client rate limit (queries per second); kube-scheduler's 50 is far too low for bursts."""
+    client_burst: int = 10000
+    """Kubernetes client burst above ``client_qps``."""
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Settings from the environment, with explicit (CLI) overrides winning."""
+    clean = {k: v for k, v in overrides.items() if v is not None}
+    return Settings(**clean)  # type: ignore[arg-type]
