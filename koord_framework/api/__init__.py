@@ -1,0 +1,1 @@
+"""Kubernetes and Koordinator API values: quantities, resource lists, QoS and priority classes."""
