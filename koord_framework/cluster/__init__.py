@@ -1,0 +1,1 @@
+"""The cluster port and its adapters: ``MemoryCluster`` (embedded, the default) and ``KubeCluster`` (real)."""

@@ -1,0 +1,449 @@
+"""An informer-like shared cache above the cluster port, and typed caches of slim pod and node records.
+
+Scheduler, descheduler, koordlet and manager each need "the current objects of kind K, and a call when one
+changes". ``SharedInformer`` lists a kind once, then follows its watch from the listed resourceVersion, so
+nothing is missed between the two; several components share one informer and so one copy of every object.
+
+Objects held and passed to handlers are the very dicts the cluster's watch delivered: no copy per
+component. They are read-only by contract, as client-go's shared informer objects are.
+
+Handlers run in the order events arrive, one event at a time (a dispatch lock serialises them), but
+*without* the store lock held: a handler may read the informer, take its own locks, or write to the
+cluster. Register handlers at start-up: ``add_handler`` waits for the dispatch in progress, so calling it
+while holding a lock that a handler also takes can deadlock.
+
+``PodCache`` and ``NodeCache`` turn objects into ``PodInfo`` / ``NodeRecord`` once per object version
+(an event that repeats a known resourceVersion reuses the record) and index pods by node name. Memory is
+what makes 150,000 pods fit: one record per pod, dictionaries of references for the indexes.
+"""
+
+from __future__ import annotations
+
+import logging
+import operator
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from koord_framework.api.objects import NodeRecord, PodInfo, condition_times
+from koord_framework.cluster.kinds import KINDS
+from koord_framework.cluster.memory import ResourceExpiredError
+from koord_framework.cluster.port import ClusterPort, Obj, WatchEvent
+
+__all__ = [
+    "NodeCache",
+    "PodCache",
+    "SharedInformer",
+]
+
+log = logging.getLogger(__name__)
+
+OnAdd = Callable[[Obj], None]
+OnUpdate = Callable[[Obj, Obj], None]
+OnDelete = Callable[[Obj], None]
+Key = tuple[str, str]
+_RELIST_ATTEMPTS = 3
+
+
+def _key(obj: Obj) -> Key:
+    meta = obj.get("metadata") or {}
+    return (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+
+
+@dataclass(frozen=True, eq=False)
+class _Handlers:
+    on_add: OnAdd | None
+    on_update: OnUpdate | None
+    on_delete: OnDelete | None
+
+
+class SharedInformer:
+    """Lists and watches kinds on demand; keeps the latest object of each."""
+
+    def __init__(self, cluster: ClusterPort) -> None:
+        self.cluster = cluster
+        self._store_lock = threading.Lock()
+        self._dispatch_lock = threading.RLock()
+        self._objects: dict[str, dict[Key, Obj]] = {}
+        self._handlers: dict[str, list[_Handlers]] = {}
+        self._unsubscribe: dict[str, Callable[[], None]] = {}
+        self._synced_rv: dict[str, int] = {}
+
+    # --- lifecycle ---------------------------------------------------------------------------------
+    def ensure(self, kind: str) -> None:
+        """Start following ``kind`` (list, then watch from the listed version) unless already done."""
+        if kind not in KINDS:
+            raise ValueError(f"unknown kind {kind!r}; known kinds: {', '.join(sorted(KINDS))}")
+        with self._dispatch_lock:
+            if kind in self._unsubscribe:
+                return
+            # The embedded cluster can hand over its stored (read-only) dicts instead of copies.
+            list_shared = getattr(self.cluster, "list_shared", None)
+            for attempt in range(_RELIST_ATTEMPTS):
+                objs, rv = list_shared(kind) if list_shared is not None else self.cluster.list(kind)
+                with self._store_lock:
+                    self._objects[kind] = {_key(o): o for o in objs}
+                    self._synced_rv[kind] = rv
+                try:
+                    self._unsubscribe[kind] = self.cluster.subscribe([kind], self._on_event, since=rv)
+                    return
+                except ResourceExpiredError:
+                    # So many writes came between list and watch that the event log dropped some: list
+                    # again, as a reflector does on "410 Gone".
+                    if attempt == _RELIST_ATTEMPTS - 1:
+                        raise
+
+    def stop(self) -> None:
+        """Stop every watch; the cached objects stay readable."""
+        with self._dispatch_lock:
+            for unsubscribe in self._unsubscribe.values():
+                unsubscribe()
+            self._unsubscribe.clear()
+
+    def has_synced(self, kind: str) -> bool:
+        return kind in self._synced_rv
+
+    # --- reads -------------------------------------------------------------------------------------
+    def get(self, kind: str, name: str, namespace: str = "") -> Obj | None:
+        """The cached object (read-only), or None. Namespaced kinds default to namespace ``default``."""
+        self.ensure(kind)
+        if KINDS[kind].namespaced:
+            namespace = namespace or "default"
+        with self._store_lock:
+            return self._objects.get(kind, {}).get((namespace, name))
+
+    def list(self, kind: str, namespace: str | None = None) -> list[Obj]:
+        """The cached objects of a kind (read-only), optionally of one namespace."""
+        self.ensure(kind)
+        with self._store_lock:
+            objs = self._objects.get(kind, {})
+            if namespace is None:
+                return list(objs.values())
+            return [o for (ns, _), o in objs.items() if ns == namespace]
+
+    # --- handlers ----------------------------------------------------------------------------------
+    def add_handler(
+        self,
+        kind: str,
+        on_add: OnAdd | None = None,
+        on_update: OnUpdate | None = None,
+        on_delete: OnDelete | None = None,
+    ) -> Callable[[], None]:
+        """Call back on changes of ``kind``; returns the function that removes the handler.
+
+        The objects already cached are first delivered to ``on_add``, so a late handler sees the same
+        history as an early one.
+        """
+        self.ensure(kind)
+        handlers = _Handlers(on_add, on_update, on_delete)
+        with self._dispatch_lock:
+            self._handlers.setdefault(kind, []).append(handlers)
+            if on_add is not None:
+                with self._store_lock:
+                    existing = list(self._objects.get(kind, {}).values())
+                for obj in existing:
+                    on_add(obj)
+
+        def remove() -> None:
+            with self._dispatch_lock:
+                registered = self._handlers.get(kind, [])
+                if handlers in registered:
+                    registered.remove(handlers)
+
+        return remove
+
+    def _on_event(self, event: WatchEvent) -> None:
+        key = _key(event.obj)
+        with self._dispatch_lock:
+            with self._store_lock:
+                objs = self._objects.setdefault(event.kind, {})
+                previous = objs.get(key)
+                if event.type == "DELETED":
+                    objs.pop(key, None)
+                else:
+                    objs[key] = event.obj
+                self._synced_rv[event.kind] = max(self._synced_rv.get(event.kind, 0), event.resource_version)
+            for h in list(self._handlers.get(event.kind, ())):
+                if event.type == "DELETED":
+                    if h.on_delete is not None:
+                        h.on_delete(previous if previous is not None else event.obj)
+                elif previous is None:
+                    if h.on_add is not None:
+                        h.on_add(event.obj)
+                elif h.on_update is not None:
+                    h.on_update(previous, event.obj)
+
+
+R = TypeVar("R", PodInfo, NodeRecord)
+
+_POD_SLOTS = PodInfo.__slots__
+_pod_fields = operator.attrgetter(*_POD_SLOTS)
+_BIND_META = frozenset({"resourceVersion", "generation"})
+_BIND_SPEC = frozenset({"nodeName"})
+_BIND_STATUS = frozenset({"conditions"})
+_TOP = frozenset({"metadata", "spec", "status"})
+
+
+def _resource_version(obj: Obj) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
+
+
+def _same_except(a: Any, b: Any, skip: frozenset[str]) -> bool:
+    """Whether two JSON objects are equal apart from the keys in ``skip`` (shared parts compare by identity
+    first, so two versions of one stored object compare in time proportional to their key count)."""
+    if a is b:
+        return True
+    if not isinstance(a, dict) or not isinstance(b, dict):
+        return bool(a == b) and not skip
+    for k, v in a.items():
+        if k in skip:
+            continue
+        if k not in b:
+            return False
+        w = b[k]
+        if v is not w and v != w:
+            return False
+    return all(k in skip or k in a for k in b)
+
+
+def rebound(record: PodInfo, old: Obj, new: Obj) -> PodInfo | None:
+    """The record of ``new`` derived from ``record`` (built from ``old``) when the change is a binding.
+
+    A binding (``pods/binding``) changes only ``spec.nodeName``, the PodScheduled condition and the
+    system-managed ``resourceVersion``/``generation``; everything a ``PodInfo`` parses from the rest — the
+    containers' resources above all — is unchanged, so instead of parsing the whole pod again the record is
+    copied with the node name, the resource version and the two condition times replaced. Any other change
+    returns None (parse it in full).
+    """
+    if not _same_except(old, new, _TOP):
+        return None
+    if not (
+        _same_except(old.get("metadata"), new.get("metadata"), _BIND_META)
+        and _same_except(old.get("spec"), new.get("spec"), _BIND_SPEC)
+        and _same_except(old.get("status"), new.get("status"), _BIND_STATUS)
+    ):
+        return None
+    spec = new.get("spec") or {}
+    status = new.get("status") or {}
+    scheduled, initialized = condition_times(status)
+    copy = object.__new__(PodInfo)
+    for name, value in zip(_POD_SLOTS, _pod_fields(record)):
+        setattr(copy, name, value)
+    copy.node_name = str(spec.get("nodeName") or "")
+    copy.resource_version = _resource_version(new)
+    copy.scheduled_time = scheduled
+    copy.initialized_time = initialized
+    return copy
+
+
+class _RecordListeners(Generic[R]):
+    """Typed callbacks of a record cache, run after its indexes are updated."""
+
+    def __init__(self) -> None:
+        self.adds: list[Callable[[R], None]] = []
+        self.updates: list[Callable[[R, R], None]] = []
+        self.deletes: list[Callable[[R], None]] = []
+
+    def add(
+        self,
+        on_add: Callable[[R], None] | None,
+        on_update: Callable[[R, R], None] | None,
+        on_delete: Callable[[R], None] | None,
+    ) -> None:
+        if on_add is not None:
+            self.adds.append(on_add)
+        if on_update is not None:
+            self.updates.append(on_update)
+        if on_delete is not None:
+            self.deletes.append(on_delete)
+
+
+def _build(builder: Callable[[Obj], R], obj: Obj, kind: str) -> R | None:
+    try:
+        return builder(obj)
+    except (ValueError, TypeError, KeyError, AttributeError) as err:
+        meta = obj.get("metadata") or {}
+        log.warning(
+            "%s %s/%s is left out of the cache: %s", kind, meta.get("namespace", ""), meta.get("name"), err
+        )
+        return None
+
+
+class PodCache:
+    """``PodInfo`` of every pod, by ``namespace/name`` and by node name ("" for unassigned pods)."""
+
+    def __init__(self, informer: SharedInformer) -> None:
+        self._lock = threading.Lock()
+        self._by_key: dict[Key, PodInfo] = {}
+        self._by_node: dict[str, dict[Key, PodInfo]] = {}
+        self._listeners: _RecordListeners[PodInfo] = _RecordListeners()
+        informer.add_handler("Pod", self._on_add, self._on_update, self._on_delete)
+
+    def get(self, namespace: str, name: str) -> PodInfo | None:
+        with self._lock:
+            return self._by_key.get((namespace or "default", name))
+
+    def on_node(self, node: str) -> list[PodInfo]:
+        """Pods assigned to ``node`` (terminal ones included; callers filter what they must)."""
+        with self._lock:
+            return list(self._by_node.get(node, {}).values())
+
+    def unassigned(self) -> list[PodInfo]:
+        """Pods without ``spec.nodeName``."""
+        return self.on_node("")
+
+    def all(self) -> list[PodInfo]:
+        with self._lock:
+            return list(self._by_key.values())
+
+    def node_names(self) -> list[str]:
+        """Nodes that have at least one pod assigned."""
+        with self._lock:
+            return [n for n, pods in self._by_node.items() if n and pods]
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._by_key)
+
+    def add_listener(
+        self,
+        on_add: Callable[[PodInfo], None] | None = None,
+        on_update: Callable[[PodInfo, PodInfo], None] | None = None,
+        on_delete: Callable[[PodInfo], None] | None = None,
+    ) -> None:
+        """Typed callbacks, run after the cache's indexes reflect the change. Existing pods are not
+        replayed: read ``all()`` after adding the listener."""
+        self._listeners.add(on_add, on_update, on_delete)
+
+    def _put(self, info: PodInfo) -> PodInfo | None:
+        key = (info.namespace, info.name)
+        old = self._by_key.get(key)
+        if old is not None:
+            self._by_node.get(old.node_name, {}).pop(key, None)
+        self._by_key[key] = info
+        self._by_node.setdefault(info.node_name, {})[key] = info
+        return old
+
+    def _remove(self, key: Key) -> PodInfo | None:
+        old = self._by_key.pop(key, None)
+        if old is not None:
+            on_node = self._by_node.get(old.node_name)
+            if on_node is not None:
+                on_node.pop(key, None)
+                if not on_node:
+                    del self._by_node[old.node_name]
+        return old
+
+    def _on_add(self, obj: Obj) -> None:
+        self._store(obj)
+
+    def _on_update(self, old_obj: Obj, obj: Obj) -> None:
+        ns, name = _key(obj)
+        rv = str((obj.get("metadata") or {}).get("resourceVersion") or "")
+        with self._lock:
+            current = self._by_key.get((ns or "default", name))
+        if current is not None and rv and current.resource_version == rv:
+            return  # this version's record is already built
+        if current is not None and current.resource_version == _resource_version(old_obj):
+            info = rebound(current, old_obj, obj)
+            if info is not None:
+                self._publish(info)
+                return
+        if not self._store(obj):
+            self._on_delete(old_obj)
+
+    def _store(self, obj: Obj) -> bool:
+        info = _build(PodInfo.from_manifest, obj, "Pod")
+        if info is None:
+            return False
+        self._publish(info)
+        return True
+
+    def _publish(self, info: PodInfo) -> None:
+        with self._lock:
+            old = self._put(info)
+        if old is None:
+            for add in self._listeners.adds:
+                add(info)
+        else:
+            for update in self._listeners.updates:
+                update(old, info)
+
+    def _on_delete(self, obj: Obj) -> None:
+        ns, name = _key(obj)
+        with self._lock:
+            old = self._remove((ns or "default", name))
+        if old is not None:
+            for delete in self._listeners.deletes:
+                delete(old)
+
+
+class NodeCache:
+    """``NodeRecord`` of every node, by name."""
+
+    def __init__(self, informer: SharedInformer) -> None:
+        self._lock = threading.Lock()
+        self._by_name: dict[str, NodeRecord] = {}
+        self._listeners: _RecordListeners[NodeRecord] = _RecordListeners()
+        informer.add_handler("Node", self._on_add, self._on_update, self._on_delete)
+
+    def get(self, name: str) -> NodeRecord | None:
+        with self._lock:
+            return self._by_name.get(name)
+
+    def all(self) -> list[NodeRecord]:
+        with self._lock:
+            return list(self._by_name.values())
+
+    def names(self) -> list[str]:
+        with self._lock:
+            return list(self._by_name)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._by_name)
+
+    def add_listener(
+        self,
+        on_add: Callable[[NodeRecord], None] | None = None,
+        on_update: Callable[[NodeRecord, NodeRecord], None] | None = None,
+        on_delete: Callable[[NodeRecord], None] | None = None,
+    ) -> None:
+        """Typed callbacks, run after the cache reflects the change (existing nodes are not replayed)."""
+        self._listeners.add(on_add, on_update, on_delete)
+
+    def _on_add(self, obj: Obj) -> None:
+        self._store(obj)
+
+    def _on_update(self, old_obj: Obj, obj: Obj) -> None:
+        name = _key(obj)[1]
+        rv = str((obj.get("metadata") or {}).get("resourceVersion") or "")
+        with self._lock:
+            current = self._by_name.get(name)
+        if current is not None and rv and current.resource_version == rv:
+            return
+        if not self._store(obj):
+            self._on_delete(old_obj)
+
+    def _store(self, obj: Obj) -> bool:
+        record = _build(NodeRecord.from_manifest, obj, "Node")
+        if record is None:
+            return False
+        with self._lock:
+            old = self._by_name.get(record.name)
+            self._by_name[record.name] = record
+        if old is None:
+            for add in self._listeners.adds:
+                add(record)
+        else:
+            for update in self._listeners.updates:
+                update(old, record)
+        return True
+
+    def _on_delete(self, obj: Obj) -> None:
+        with self._lock:
+            old = self._by_name.pop(_key(obj)[1], None)
+        if old is not None:
+            for delete in self._listeners.deletes:
+                delete(old)

@@ -1,0 +1,140 @@
+"""The cluster port: the one interface scheduler, descheduler, koordlet and manager talk to.
+
+Objects cross the port as Kubernetes-shaped JSON dicts (camelCase, as ``kubectl get -o json`` prints them):
+the embedded ``MemoryCluster`` keeps them so, and the real adapter reads raw JSON responses rather than
+client model objects (those cost tens of KiB per pod). Above the port, caches convert dicts into slim records
+once (``koord_framework.api.objects``).
+
+Both adapters raise only ``koord_framework.errors.ClusterError`` subclasses:
+``NotFoundError``, ``ConflictError`` (already exists, stale resourceVersion, pod already bound) and
+``TooManyRequestsError`` (eviction refused by a PodDisruptionBudget or rate limiting: retry later).
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from koord_framework.cluster.clock import Clock
+
+Obj = dict[str, Any]
+EventType = Literal["ADDED", "MODIFIED", "DELETED"]
+
+
+@dataclass(frozen=True)
+class WatchEvent:
+    type: EventType
+    kind: str
+    obj: Obj
+    resource_version: int
+    old: Obj | None = None
+    """The previous object, for MODIFIED and DELETED events (None when the adapter cannot know it)."""
+
+
+Handler = Callable[[WatchEvent], None]
+
+
+@dataclass(frozen=True)
+class EvictionRecord:
+    """What the cluster keeps of an eviction: every eviction has a reason and the component that asked."""
+
+    namespace: str
+    name: str
+    uid: str
+    node: str
+    reason: str
+    requested_by: str
+    time: float
+    dry_run: bool = False
+
+
+@dataclass(frozen=True)
+class EventRecord:
+    """A Kubernetes Event as the port records it."""
+
+    kind: str
+    namespace: str
+    name: str
+    reason: str
+    message: str
+    type: Literal["Normal", "Warning"] = "Normal"
+    component: str = ""
+    time: float = 0.0
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+class ClusterPort(abc.ABC):
+    """Abstract cluster. ``kind`` is a Kubernetes kind name from ``koord_framework.cluster.kinds``."""
+
+    clock: Clock
+
+    # --- reads --------------------------------------------------------------------------------------
+    @abc.abstractmethod
+    def get(self, kind: str, name: str, namespace: str = "") -> Obj:
+        """One object (a deep copy the caller may keep). Raises ``NotFoundError``."""
+
+    @abc.abstractmethod
+    def list(self, kind: str, namespace: str | None = None) -> tuple[list[Obj], int]:
+        """All objects of a kind (optionally one namespace) and the resourceVersion they were read at."""
+
+    @abc.abstractmethod
+    def subscribe(
+        self, kinds: Iterable[str], handler: Handler, since: int | None = None
+    ) -> Callable[[], None]:
+        """Deliver watch events of ``kinds`` to ``handler``; returns the function that unsubscribes.
+
+        With ``since``, events after that resourceVersion are replayed first (a watch resumed from a list).
+        The embedded cluster calls handlers synchronously, in resourceVersion order, after the write that
+        caused them; the real adapter calls them from its watch threads.
+        """
+
+    # --- writes -------------------------------------------------------------------------------------
+    @abc.abstractmethod
+    def create(self, obj: Obj) -> Obj:
+        """Create; ``ConflictError`` if it exists. Returns the stored object (uid, resourceVersion set)."""
+
+    @abc.abstractmethod
+    def update(self, obj: Obj) -> Obj:
+        """Replace; ``ConflictError`` when ``metadata.resourceVersion`` is set and stale."""
+
+    @abc.abstractmethod
+    def patch(
+        self, kind: str, name: str, namespace: str, patch: Mapping[str, Any], status: bool = False
+    ) -> Obj:
+        """JSON merge patch (RFC 7386) of the object, or of its status subresource with ``status=True``."""
+
+    @abc.abstractmethod
+    def delete(self, kind: str, name: str, namespace: str = "") -> None:
+        """Delete; ``NotFoundError`` when absent."""
+
+    @abc.abstractmethod
+    def bind(self, namespace: str, name: str, node: str, uid: str | None = None) -> None:
+        """Bind a pending pod to a node (``pods/binding``).
+
+        ``ConflictError`` when the pod is already bound (to any node) or its uid differs; a pod is never
+        bound twice. ``NotFoundError`` when the pod is gone.
+        """
+
+    @abc.abstractmethod
+    def evict(
+        self, namespace: str, name: str, *, reason: str, requested_by: str, dry_run: bool = False
+    ) -> None:
+        """Evict through the Eviction API: PodDisruptionBudgets are respected (``TooManyRequestsError``).
+
+        ``reason`` is mandatory and recorded with the eviction (as an Event on the real cluster).
+        """
+
+    @abc.abstractmethod
+    def record_event(self, event: EventRecord) -> None:
+        """Record a Kubernetes Event about an object."""
+
+    # --- conveniences shared by both adapters ------------------------------------------------------
+    def try_get(self, kind: str, name: str, namespace: str = "") -> Obj | None:
+        from koord_framework.errors import NotFoundError
+
+        try:
+            return self.get(kind, name, namespace)
+        except NotFoundError:
+            return None
