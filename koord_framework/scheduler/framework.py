@@ -1,0 +1,916 @@
+"""The profile's plugin runner: one ``Framework`` per scheduling profile.
+
+It instantiates the profile's plugins once (each with its validated args and the profile's handle) and runs
+every extension point with kube-scheduler's semantics (``pkg/scheduler/framework/runtime/framework.go``):
+
+* PreFilter runs every plugin; ``Skip`` removes that plugin's Filter (and PreFilterExtensions) for the pod;
+  ``UnschedulableAndUnresolvable`` stops at once, ``Unschedulable`` is remembered while the rest still run
+  (so that preemption sees every plugin's state); node-set results are intersected.
+* Filter stops at the first plugin that rejects a node; the rejecting plugin is the node's reason.
+* PostFilter stops at the first Success or UnschedulableAndUnresolvable.
+* PreScore ``Skip`` removes that plugin's Score; Score → NormalizeScore → range check → weight.
+* Reserve stops at the first failure; Unreserve runs on *every* Reserve plugin in reverse order.
+* Permit collects ``Wait`` timeouts (capped at 15 minutes); any rejection wins.
+* Bind: the first plugin that does not ``Skip`` decides.
+
+The vectorised fast path: a Filter plugin that also subclasses ``VectorFilter`` is evaluated over NumPy rows
+of the snapshot's ``NodeTable`` in one call, a Score plugin with ``VectorScore`` likewise. Plugins keep
+profile order and first-failure attribution whatever their form, so the vectorised and per-node paths give
+identical results; per-node reasons for vectorised rejections are fetched with ``filter`` only when somebody
+needs them (an unschedulable pod, ``--explain``).
+"""
+
+from __future__ import annotations
+
+import abc
+import logging
+from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass, field
+from time import perf_counter
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+
+from koord_framework.api.objects import PodInfo
+from koord_framework.errors import PluginLoadError
+from koord_framework.plugin import Plugin
+from koord_framework.scheduler.cycle_state import CycleState
+from koord_framework.scheduler.interface import (
+    EXTENSION_POINTS,
+    BindPlugin,
+    ClusterEvent,
+    EnqueueExtensions,
+    FilterPlugin,
+    NodeScore,
+    PermitPlugin,
+    PostBindPlugin,
+    PostFilterPlugin,
+    PostFilterResult,
+    PreBindPlugin,
+    PreEnqueuePlugin,
+    PreFilterExtensions,
+    PreFilterPlugin,
+    PreFilterResult,
+    PreScorePlugin,
+    QueuedPodInfo,
+    QueueSortPlugin,
+    ReservePlugin,
+    ScoreExtensions,
+    ScorePlugin,
+    VectorFilter,
+    VectorScore,
+)
+from koord_framework.scheduler.metrics import SchedulerMetrics
+from koord_framework.scheduler.nodeinfo import NodeInfo
+from koord_framework.scheduler.status import MAX_NODE_SCORE, MIN_NODE_SCORE, SUCCESS, Code, Status
+from koord_framework.scheduler.table import BoolArray, Int64Array, NodeTable
+
+if TYPE_CHECKING:
+    from koord_framework.config.scheduler import EffectivePlugins
+
+log = logging.getLogger(__name__)
+
+MAX_PERMIT_TIMEOUT = 15 * 60.0
+"""kube-scheduler's cap on a Permit plugin's wait (``maxTimeout``)."""
+
+PODS_TO_ACTIVATE = "kubernetes.io/pods-to-activate"
+"""CycleState key of a ``dict[str, PodInfo]`` (uid → pod) that plugins fill to have pods moved to the active
+queue after this cycle (kube-scheduler's ``PodsToActivate``; Coscheduling uses it for a gang's siblings)."""
+
+_EMPTY_ROWS: Int64Array = np.zeros(0, dtype=np.int64)
+
+
+# --- optional vectorised NormalizeScore ---------------------------------------------------------------
+class VectorNormalize(abc.ABC):
+    """The vectorised form of ``ScoreExtensions.normalize_score``, for a plugin's score extensions object.
+
+    ``normalize_all`` gets the raw scores of ``rows`` and returns the normalized ones (a new array or the
+    same one rewritten). Without it the framework builds a ``list[NodeScore]`` per pod, which on hundreds
+    of feasible nodes costs more than the normalisation itself.
+    """
+
+    @abc.abstractmethod
+    def normalize_all(
+        self, state: CycleState, pod: PodInfo, rows: Int64Array, scores: Int64Array
+    ) -> Int64Array: ...
+
+
+def default_normalize_all(
+    scores: Int64Array, max_priority: int = MAX_NODE_SCORE, reverse: bool = False
+) -> Int64Array:
+    """kube-scheduler's ``DefaultNormalizeScore`` over an array (Go's truncating integer division)."""
+    top = int(scores.max()) if scores.size else 0
+    if top <= 0:
+        if reverse:
+            return np.full(scores.shape, max_priority, dtype=np.int64)
+        return scores.astype(np.int64, copy=True)
+    prod = scores.astype(np.int64) * max_priority
+    value = np.abs(prod) // top * np.sign(prod)
+    return max_priority - value if reverse else value
+
+
+# --- the layout of a profile ------------------------------------------------------------------------
+@dataclass(frozen=True)
+class PluginLayout:
+    """Which plugin runs where: extension-point name (``PreFilter``) → plugin names in call order."""
+
+    points: Mapping[str, tuple[str, ...]]
+    weights: Mapping[str, int]
+    classes: Mapping[str, type[Plugin]]
+    order: tuple[str, ...]
+    """Instantiation order (first mention)."""
+
+    @classmethod
+    def from_effective(cls, eff: EffectivePlugins) -> PluginLayout:
+        """From the config module's merged profile (profile keys such as ``preFilter``)."""
+        points = {EXTENSION_POINTS_BY_KEY.get(k, k): tuple(v) for k, v in eff.points.items()}
+        order = tuple(n for n in eff.needed if n in eff.classes)
+        return cls(points, dict(eff.score_weights), dict(eff.classes), order)
+
+    @classmethod
+    def every_point(
+        cls, classes: Sequence[type[Plugin]], weights: Mapping[str, int] | None = None
+    ) -> PluginLayout:
+        """Each class at every extension point it implements, in the given order (like ``multiPoint``)."""
+        points: dict[str, list[str]] = {p: [] for p in EXTENSION_POINTS}
+        for klass in classes:
+            for point in EXTENSION_POINTS:
+                if issubclass(klass, EXTENSION_POINTS[point]):
+                    points[point].append(klass.name)
+        w = {c.name: (weights or {}).get(c.name, 1) for c in classes if issubclass(c, ScorePlugin)}
+        return cls(
+            {k: tuple(v) for k, v in points.items()},
+            w,
+            {c.name: c for c in classes},
+            tuple(c.name for c in classes),
+        )
+
+
+EXTENSION_POINTS_BY_KEY: dict[str, str] = {name[0].lower() + name[1:]: name for name in EXTENSION_POINTS}
+
+
+# --- what the framework needs from its handle -------------------------------------------------------
+class SnapshotView(Protocol):
+    """The part of the cycle's snapshot the runner reads (``koord_framework.scheduler.cache.Snapshot``)."""
+
+    table: NodeTable
+    by_row: list[NodeInfo | None]
+    node_list: list[NodeInfo]
+
+
+class RunnerHandle(Protocol):
+    """The part of the handle the runner calls (``koord_framework.scheduler.handle.SchedulerHandle``)."""
+
+    @property
+    def snapshot(self) -> SnapshotView: ...
+
+    def nominated_pods_for_node(self, node_name: str) -> list[PodInfo]: ...
+
+    def nominated_node_names(self) -> AbstractSet[str]: ...
+
+
+# --- results ------------------------------------------------------------------------------------------
+@dataclass(slots=True)
+class PluginScores:
+    """One plugin's scores over the scored rows (``--explain``)."""
+
+    raw: Int64Array
+    normalized: Int64Array
+    weighted: Int64Array
+
+
+@dataclass(slots=True)
+class FilterOutcome:
+    """The Filter phase of one pod."""
+
+    feasible: Int64Array
+    """Rows that passed every Filter, in evaluation order (at most ``num_to_find``)."""
+    processed: int
+    """Candidates examined (feasible + rejected), for the rotating start index."""
+    rejected_by: dict[str, Int64Array] = field(default_factory=dict)
+    """Plugin → rows it was the first to reject."""
+    statuses: dict[str, Status] = field(default_factory=dict)
+    """Node name → rejection status; complete only when reasons were asked for (or nothing fit)."""
+    error: Status | None = None
+
+
+@dataclass(slots=True)
+class ScoreOutcome:
+    totals: Int64Array
+    plugins: dict[str, PluginScores] | None = None
+
+
+@dataclass(slots=True)
+class _Filter:
+    name: str
+    plugin: FilterPlugin
+    vector: VectorFilter | None
+
+
+@dataclass(slots=True)
+class _Score:
+    name: str
+    plugin: ScorePlugin
+    vector: VectorScore | None
+    ext: ScoreExtensions | None
+    weight: int
+
+
+class Framework:
+    """Runs one profile's plugins. Cheap per call: plugin lists are resolved once, here."""
+
+    def __init__(
+        self,
+        profile_name: str,
+        layout: PluginLayout,
+        args: Mapping[str, Any],
+        handle: Any,
+        metrics: SchedulerMetrics,
+        *,
+        percentage_of_nodes_to_score: int | None = None,
+    ) -> None:
+        self.profile_name = profile_name
+        self.layout = layout
+        self.handle = handle
+        self.metrics = metrics
+        self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
+        self.plugins: dict[str, Plugin] = {}
+        for name in layout.order:
+            klass = layout.classes[name]
+            _check_vector_forms(name, klass)
+            try:
+                parsed = klass.parse_args(args.get(name))
+                self.plugins[name] = klass(parsed, handle)  # type: ignore[call-arg]
+            except Exception as exc:
+                raise PluginLoadError("koord.scheduler.plugins", name, klass.__module__, exc) from exc
+
+        def at(point: str) -> list[tuple[str, Any]]:
+            out = []
+            for name in layout.points.get(point, ()):
+                inst = self.plugins.get(name)
+                if inst is None:
+                    raise ValueError(f"profile {profile_name}: plugin {name} at {point} was not instantiated")
+                if not isinstance(inst, EXTENSION_POINTS[point]):
+                    raise ValueError(f"profile {profile_name}: plugin {name} does not implement {point}")
+                out.append((name, inst))
+            return out
+
+        self.pre_enqueue: list[tuple[str, PreEnqueuePlugin]] = at("PreEnqueue")
+        self.queue_sort: list[tuple[str, QueueSortPlugin]] = at("QueueSort")
+        self.pre_filter: list[tuple[str, PreFilterPlugin]] = at("PreFilter")
+        self.filters: list[_Filter] = [
+            _Filter(n, p, p if isinstance(p, VectorFilter) else None) for n, p in at("Filter")
+        ]
+        self.post_filter: list[tuple[str, PostFilterPlugin]] = at("PostFilter")
+        self.pre_score: list[tuple[str, PreScorePlugin]] = at("PreScore")
+        self.scores: list[_Score] = [
+            _Score(
+                n,
+                p,
+                p if isinstance(p, VectorScore) else None,
+                p.score_extensions(),
+                int(layout.weights.get(n, 1) or 1),
+            )
+            for n, p in at("Score")
+        ]
+        self.reserve: list[tuple[str, ReservePlugin]] = at("Reserve")
+        self.permit: list[tuple[str, PermitPlugin]] = at("Permit")
+        self.pre_bind: list[tuple[str, PreBindPlugin]] = at("PreBind")
+        self.bind: list[tuple[str, BindPlugin]] = at("Bind")
+        self.post_bind: list[tuple[str, PostBindPlugin]] = at("PostBind")
+        self.scores_need_node_infos = bool(self.pre_score) or any(
+            sc.vector is None or (sc.ext is not None and not isinstance(sc.ext, VectorNormalize))
+            for sc in self.scores
+        )
+        """Whether PreScore/Score need the feasible nodes' ``NodeInfo`` list (else rows are enough)."""
+
+    # --- introspection ------------------------------------------------------------------------------
+    def plugin(self, name: str) -> Plugin:
+        return self.plugins[name]
+
+    @property
+    def has_filter_plugins(self) -> bool:
+        return bool(self.filters)
+
+    @property
+    def has_score_plugins(self) -> bool:
+        return bool(self.scores)
+
+    @property
+    def has_post_filter_plugins(self) -> bool:
+        return bool(self.post_filter)
+
+    def less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
+        """The QueueSort order (kube-scheduler requires exactly one QueueSort plugin)."""
+        if not self.queue_sort:
+            return False
+        return self.queue_sort[0][1].less(a, b)
+
+    def events_to_register(self) -> dict[str, list[ClusterEvent] | None]:
+        """Plugin → the events that may help pods it rejected; ``None`` means every event."""
+        out: dict[str, list[ClusterEvent] | None] = {}
+        for name, inst in self.plugins.items():
+            if isinstance(inst, EnqueueExtensions):
+                try:
+                    out[name] = list(inst.events_to_register())
+                except Exception:
+                    log.exception("plugin %s: events_to_register failed; assuming every event", name)
+                    out[name] = None
+            else:
+                out[name] = None
+        return out
+
+    # --- metrics helper -----------------------------------------------------------------------------
+    def _observe(self, plugin: str, point: str, status: Status, t0: float) -> None:
+        self.metrics.observe_plugin(plugin, point, status.code.label, perf_counter() - t0)
+
+    # --- PreEnqueue ---------------------------------------------------------------------------------
+    def run_pre_enqueue(self, pod: PodInfo) -> Status:
+        for name, p in self.pre_enqueue:
+            try:
+                s = p.pre_enqueue(pod)
+            except Exception as exc:
+                s = Status.as_error(exc)
+            if not s.is_success:
+                return s.with_plugin(name)
+        return SUCCESS
+
+    # --- PreFilter ----------------------------------------------------------------------------------
+    def run_pre_filter(self, state: CycleState, pod: PodInfo) -> tuple[PreFilterResult | None, Status]:
+        """Every PreFilter plugin; returns the merged node-set result and the first rejection."""
+        sampled = state.record_metrics
+        t_point = perf_counter() if sampled else 0.0
+        nodes = self.handle.snapshot.node_list
+        result: PreFilterResult | None = None
+        narrowing: list[str] = []
+        returned = SUCCESS
+        for name, p in self.pre_filter:
+            t0 = perf_counter() if sampled else 0.0
+            try:
+                r, s = p.pre_filter(state, pod, nodes)
+            except Exception as exc:
+                r, s = None, Status.as_error(exc)
+            if sampled:
+                self._observe(name, "PreFilter", s, t0)
+            if s.code is Code.SKIP:
+                state.skip_filter.add(name)
+                continue
+            if not s.is_success:
+                s = s.with_plugin(name)
+                if s.code in (Code.UNSCHEDULABLE_AND_UNRESOLVABLE, Code.PENDING):
+                    returned = s
+                    break
+                if s.code is Code.UNSCHEDULABLE:
+                    # Keep going: preemption needs every plugin's PreFilter state (kubernetes#119770).
+                    if returned.is_success:
+                        returned = s
+                    continue
+                returned = s
+                break
+            if r is not None and r.node_names is not None:
+                narrowing.append(name)
+                result = PreFilterResult(set(r.node_names)) if result is None else result.merge(r)
+                if result.node_names is not None and not result.node_names:
+                    if len(narrowing) == 1:
+                        msg = f"node(s) didn't satisfy plugin {narrowing[0]}"
+                    else:
+                        msg = (
+                            f"node(s) didn't satisfy plugin(s) [{' '.join(sorted(narrowing))}] simultaneously"
+                        )
+                    returned = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (msg,), ",".join(narrowing))
+                    break
+        if sampled:
+            self.metrics.observe_point(
+                "PreFilter", returned.code.label, self.profile_name, perf_counter() - t_point
+            )
+        if result is not None and narrowing:
+            state.write(_NARROWING_KEY, tuple(narrowing))
+        return result, returned
+
+    def run_pre_filter_extension_add_pod(
+        self, state: CycleState, pod: PodInfo, to_add: PodInfo, node: NodeInfo
+    ) -> Status:
+        for name, p in self.pre_filter:
+            if name in state.skip_filter:
+                continue
+            ext = p.pre_filter_extensions()
+            if ext is None:
+                continue
+            s = _safe_ext(ext, "add", state, pod, to_add, node)
+            if not s.is_success:
+                return Status(Code.ERROR, (f"running AddPod on PreFilter plugin {name}: {s.message}",), name)
+        return SUCCESS
+
+    def run_pre_filter_extension_remove_pod(
+        self, state: CycleState, pod: PodInfo, to_remove: PodInfo, node: NodeInfo
+    ) -> Status:
+        for name, p in self.pre_filter:
+            if name in state.skip_filter:
+                continue
+            ext = p.pre_filter_extensions()
+            if ext is None:
+                continue
+            s = _safe_ext(ext, "remove", state, pod, to_remove, node)
+            if not s.is_success:
+                return Status(
+                    Code.ERROR, (f"running RemovePod on PreFilter plugin {name}: {s.message}",), name
+                )
+        return SUCCESS
+
+    # --- Filter -------------------------------------------------------------------------------------
+    def run_filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        """Every Filter plugin on one node, stopping at the first rejection (the per-node form only)."""
+        for f in self.filters:
+            if f.name in state.skip_filter:
+                continue
+            s = _filter_one(f, state, pod, node)
+            if not s.is_success:
+                return s
+        return SUCCESS
+
+    def run_filter_with_nominated_pods(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        """kube-scheduler's two passes: with the node's nominated pods of >= priority, then without them.
+
+        A node fits only if both pass: resources and anti-affinity fail more easily with the nominated pods
+        counted, affinity more easily without them.
+        """
+        nominated = [
+            p
+            for p in self.handle.nominated_pods_for_node(node.name)
+            if p.uid != pod.uid and p.priority_value >= pod.priority_value
+        ]
+        if not nominated:
+            return self.run_filter(state, pod, node)
+        node_with = node.clone()
+        state_with = state.clone()
+        for other in nominated:
+            if other.uid in node_with.pods:
+                continue
+            node_with.add_pod(other)
+            s = self.run_pre_filter_extension_add_pod(state_with, pod, other, node_with)
+            if not s.is_success:
+                return s
+        s = self.run_filter(state_with, pod, node_with)
+        if not s.is_success:
+            return s
+        return self.run_filter(state, pod, node)
+
+    def find_feasible(
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        candidates: Int64Array,
+        *,
+        start: int,
+        num_to_find: int,
+        want_reasons: bool,
+    ) -> FilterOutcome:
+        """The first ``num_to_find`` feasible rows of ``candidates`` rotated to begin at ``start``.
+
+        Deterministic version of kube-scheduler's ``findNodesThatPassFilters``: the nodes examined are exactly
+        those up to and including the ``num_to_find``-th feasible one in rotated order, whichever form
+        (vectorised or per-node) each plugin has. Vectorised plugins run first over every candidate (a NumPy
+        call costs about the same for 100 rows as for 5,000); per-node plugins then visit the survivors in
+        order and the search stops as soon as enough nodes fit. Filters are side-effect free and independent
+        of the order nodes are visited, so this finds the same nodes as running each node's plugins in
+        profile order; first-failure attribution (the rejecting plugin of a node) is restored exactly in
+        ``_fill_reasons`` when reasons are needed.
+        """
+        n = int(candidates.size)
+        if n == 0:
+            return FilterOutcome(_EMPTY_ROWS, 0)
+        start %= n
+        order = candidates if start == 0 else np.concatenate((candidates[start:], candidates[:start]))
+        k = min(max(num_to_find, 1), n)
+        plugins = [f for f in self.filters if f.name not in state.skip_filter]
+        if not plugins:
+            return FilterOutcome(order[:k].copy(), k)
+        snap = self.handle.snapshot
+        table, by_row = snap.table, snap.by_row
+        sampled = state.record_metrics
+        t_point = perf_counter() if sampled else 0.0
+        rejected_pos: dict[str, list[Int64Array]] = {}
+        node_status: dict[int, Status] = {}  # position -> status, for per-node rejections
+        positions: Int64Array = np.arange(n, dtype=np.int64)
+        rows = order
+        for f in plugins:
+            if f.vector is None or rows.size == 0:
+                continue
+            t0 = perf_counter() if sampled else 0.0
+            try:
+                mask = _as_mask(f.vector.filter_all(state, pod, table, rows), rows.size, f.name)
+            except Exception as exc:
+                return FilterOutcome(_EMPTY_ROWS, 0, error=_plugin_error(f.name, "Filter", exc))
+            if sampled:
+                self.metrics.observe_plugin(f.name, "Filter", "Success", perf_counter() - t0)
+            if not mask.all():
+                rejected_pos.setdefault(f.name, []).append(positions[~mask])
+                positions = positions[mask]
+                rows = rows[mask]
+        per_node = [f for f in plugins if f.vector is None]
+        nominated_nodes = self.handle.nominated_node_names()
+        processed = n
+        if not per_node and not nominated_nodes:
+            if rows.size >= k:
+                processed = int(positions[k - 1]) + 1
+                rows = rows[:k]
+            feasible = rows
+        else:
+            spent = dict.fromkeys((f.name for f in per_node), 0.0)
+            found: list[int] = []
+            row_list = rows.tolist()
+            for i, row in enumerate(row_list):
+                ni = by_row[row]
+                assert ni is not None
+                failed: Status | None = None
+                for f in per_node:
+                    t0 = perf_counter() if sampled else 0.0
+                    s = _filter_one(f, state, pod, ni)
+                    if sampled:
+                        spent[f.name] += perf_counter() - t0
+                    if s.code is Code.SUCCESS:
+                        continue
+                    if s.code is Code.ERROR:
+                        return FilterOutcome(_EMPTY_ROWS, 0, error=s)
+                    failed = s
+                    break
+                if failed is None and ni.name in nominated_nodes:
+                    s = self.run_filter_with_nominated_pods(state, pod, ni)
+                    if s.code is Code.ERROR:
+                        return FilterOutcome(_EMPTY_ROWS, 0, error=s)
+                    if not s.is_success:
+                        failed = s
+                if failed is not None:
+                    pos = int(positions[i])
+                    node_status[pos] = failed
+                    rejected_pos.setdefault(failed.plugin or "", []).append(positions[i : i + 1])
+                    continue
+                found.append(row)
+                if len(found) == k:
+                    processed = int(positions[i]) + 1
+                    break
+            feasible = np.array(found, dtype=np.int64)
+            if sampled:
+                for name, secs in spent.items():
+                    self.metrics.observe_plugin(name, "Filter", "Success", secs)
+        outcome = FilterOutcome(np.ascontiguousarray(feasible, dtype=np.int64), processed)
+        for name, parts in rejected_pos.items():
+            p = np.concatenate(parts) if len(parts) > 1 else parts[0]
+            p = p[p < processed]
+            if p.size:
+                outcome.rejected_by[name] = order[np.sort(p)]
+        if want_reasons or feasible.size == 0:
+            self._fill_reasons(state, pod, outcome, order, node_status, processed)
+        if sampled:
+            label = "Success" if feasible.size else "Unschedulable"
+            self.metrics.observe_point("Filter", label, self.profile_name, perf_counter() - t_point)
+        return outcome
+
+    def _fill_reasons(
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        outcome: FilterOutcome,
+        order: Int64Array,
+        node_status: dict[int, Status],
+        processed: int,
+    ) -> None:
+        """Each rejected node's status from the plugin that rejects it first in profile order.
+
+        A per-node rejection is already exact (every vectorised plugin and every earlier per-node plugin
+        passed that node). A node a vectorised plugin rejected is run through the per-node chain: an earlier
+        per-node plugin may reject it first; if none does, the vectorised form disagrees with ``filter``,
+        which is reported as an Error naming the plugin.
+        """
+        by_row = self.handle.snapshot.by_row
+        for position, s in node_status.items():
+            if position < processed:
+                ni = by_row[int(order[position])]
+                assert ni is not None
+                outcome.statuses[ni.name] = s
+        for name, rows in outcome.rejected_by.items():
+            for row in rows.tolist():
+                ni = by_row[row]
+                assert ni is not None
+                if ni.name in outcome.statuses:
+                    continue
+                s = self.run_filter(state, pod, ni)
+                if s.is_success:
+                    s = Status(
+                        Code.ERROR,
+                        (f"plugin {name}: filter_all rejected node {ni.name} but filter accepts it",),
+                        name,
+                    )
+                outcome.statuses[ni.name] = s
+        by_plugin: dict[str, list[int]] = {}
+        index = self.handle.snapshot.table.index
+        for node_name, s in outcome.statuses.items():
+            by_plugin.setdefault(s.plugin, []).append(index[node_name])
+        outcome.rejected_by = {p: np.array(sorted(r), dtype=np.int64) for p, r in by_plugin.items()}
+
+    # --- PostFilter ---------------------------------------------------------------------------------
+    def run_post_filter(
+        self, state: CycleState, pod: PodInfo, filtered: Mapping[str, Status]
+    ) -> tuple[PostFilterResult | None, Status]:
+        sampled = state.record_metrics
+        result: PostFilterResult | None = None
+        reasons: list[str] = []
+        rejector = ""
+        for name, p in self.post_filter:
+            t0 = perf_counter() if sampled else 0.0
+            try:
+                r, s = p.post_filter(state, pod, filtered)
+            except Exception as exc:
+                r, s = None, Status.as_error(exc)
+            if sampled:
+                self._observe(name, "PostFilter", s, t0)
+            if s.is_success:
+                return r, s.with_plugin(name)
+            if s.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                return r, s.with_plugin(name)
+            if not s.is_rejected:
+                return None, Status(Code.ERROR, s.reasons, name, s.error)
+            if r is not None and r.nominated_node:
+                result = r
+            reasons.extend(s.reasons)
+            rejector = rejector or name
+        return result, Status(Code.UNSCHEDULABLE, tuple(reasons), rejector)
+
+    # --- PreScore / Score ---------------------------------------------------------------------------
+    def run_pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status:
+        sampled = state.record_metrics
+        for name, p in self.pre_score:
+            t0 = perf_counter() if sampled else 0.0
+            try:
+                s = p.pre_score(state, pod, nodes)
+            except Exception as exc:
+                s = Status.as_error(exc)
+            if sampled:
+                self._observe(name, "PreScore", s, t0)
+            if s.code is Code.SKIP:
+                state.skip_score.add(name)
+                continue
+            if not s.is_success:
+                return Status(Code.ERROR, (f"running PreScore plugin {name}: {s.message}",), name, s.error)
+        return SUCCESS
+
+    def run_score(
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        rows: Int64Array,
+        nodes: Sequence[NodeInfo],
+        *,
+        explain: bool = False,
+        only: AbstractSet[str] | None = None,
+    ) -> tuple[ScoreOutcome | None, Status]:
+        """Score, NormalizeScore, range check and weights over ``rows`` (``nodes`` aligned with them).
+
+        ``only`` restricts scoring to those plugins (test harnesses look at one plugin at a time).
+        """
+        sampled = state.record_metrics
+        t_point = perf_counter() if sampled else 0.0
+        table = self.handle.snapshot.table
+        size = int(rows.size)
+        totals = np.zeros(size, dtype=np.int64)
+        details: dict[str, PluginScores] | None = {} if explain else None
+        for sc in self.scores:
+            if sc.name in state.skip_score or (only is not None and sc.name not in only):
+                continue
+            t0 = perf_counter() if sampled else 0.0
+            if sc.vector is not None:
+                try:
+                    raw = np.asarray(sc.vector.score_all(state, pod, table, rows), dtype=np.int64)
+                except Exception as exc:
+                    return None, _plugin_error(sc.name, "Score", exc)
+                if raw.shape != (size,):
+                    return None, Status(
+                        Code.ERROR,
+                        (f"plugin {sc.name}: score_all returned shape {raw.shape}, want ({size},)",),
+                        sc.name,
+                    )
+            else:
+                raw = np.empty(size, dtype=np.int64)
+                plugin = sc.plugin
+                for i, ni in enumerate(nodes):
+                    try:
+                        v, s = plugin.score(state, pod, ni)
+                    except Exception as exc:
+                        return None, _plugin_error(sc.name, "Score", exc)
+                    if not s.is_success:
+                        return None, Status(
+                            Code.ERROR, (f"plugin {sc.name} failed with: {s.message}",), sc.name
+                        )
+                    raw[i] = v
+            if sampled:
+                self.metrics.observe_plugin(sc.name, "Score", "Success", perf_counter() - t0)
+            normalized = raw
+            if sc.ext is not None:
+                t0 = perf_counter() if sampled else 0.0
+                if isinstance(sc.ext, VectorNormalize):
+                    try:
+                        normalized = np.asarray(
+                            sc.ext.normalize_all(state, pod, rows, raw.copy()), dtype=np.int64
+                        )
+                        s = SUCCESS
+                    except Exception as exc:
+                        s = Status.as_error(exc)
+                else:
+                    names = map(table.names.__getitem__, rows.tolist())
+                    scores = list(map(NodeScore, names, raw.tolist()))
+                    try:
+                        s = sc.ext.normalize_score(state, pod, scores)
+                    except Exception as exc:
+                        s = Status.as_error(exc)
+                    if s.is_success:
+                        normalized = np.fromiter((x.score for x in scores), dtype=np.int64, count=size)
+                if sampled:
+                    self._observe(sc.name, "ScoreExtensionNormalize", s, t0)
+                if not s.is_success:
+                    return None, Status(Code.ERROR, (f"plugin {sc.name} failed with: {s.message}",), sc.name)
+            if size and (int(normalized.min()) < MIN_NODE_SCORE or int(normalized.max()) > MAX_NODE_SCORE):
+                bad = (
+                    int(normalized.max()) if int(normalized.max()) > MAX_NODE_SCORE else int(normalized.min())
+                )
+                return None, Status(
+                    Code.ERROR,
+                    (
+                        f"plugin {sc.name} returns an invalid score {bad}, it should in the range of "
+                        f"[{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after normalizing",
+                    ),
+                    sc.name,
+                )
+            weighted = normalized if sc.weight == 1 else normalized * sc.weight
+            totals += weighted
+            if details is not None:
+                details[sc.name] = PluginScores(raw, normalized, weighted)
+        if sampled:
+            self.metrics.observe_point("Score", "Success", self.profile_name, perf_counter() - t_point)
+        return ScoreOutcome(totals, details), SUCCESS
+
+    # --- Reserve / Permit ---------------------------------------------------------------------------
+    def run_reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
+        sampled = state.record_metrics
+        for name, p in self.reserve:
+            t0 = perf_counter() if sampled else 0.0
+            try:
+                s = p.reserve(state, pod, node_name)
+            except Exception as exc:
+                s = Status.as_error(exc)
+            if sampled:
+                self._observe(name, "Reserve", s, t0)
+            if not s.is_success:
+                if s.is_rejected:
+                    return s.with_plugin(name)
+                return Status(Code.ERROR, (f"running Reserve plugin {name}: {s.message}",), name, s.error)
+        return SUCCESS
+
+    def run_unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
+        """Every Reserve plugin's ``unreserve`` in reverse order; a failing one does not stop the rest."""
+        for name, p in reversed(self.reserve):
+            try:
+                p.unreserve(state, pod, node_name)
+            except Exception:
+                log.exception("Unreserve of plugin %s failed for pod %s", name, pod.key)
+
+    def run_permit(self, state: CycleState, pod: PodInfo, node_name: str) -> tuple[Status, dict[str, float]]:
+        """Success, a rejection, or Wait with the per-plugin timeouts (seconds, capped at 15 minutes)."""
+        sampled = state.record_metrics
+        waits: dict[str, float] = {}
+        for name, p in self.permit:
+            t0 = perf_counter() if sampled else 0.0
+            try:
+                s, timeout = p.permit(state, pod, node_name)
+            except Exception as exc:
+                s, timeout = Status.as_error(exc), 0.0
+            if sampled:
+                self._observe(name, "Permit", s, t0)
+            if s.is_success:
+                continue
+            if s.is_rejected:
+                return s.with_plugin(name), {}
+            if s.is_wait:
+                waits[name] = min(max(float(timeout), 0.0), MAX_PERMIT_TIMEOUT)
+                continue
+            return Status(Code.ERROR, (f"running Permit plugin {name}: {s.message}",), name, s.error), {}
+        if waits:
+            msg = f'one or more plugins asked to wait and no plugin rejected pod "{pod.name}"'
+            return Status(Code.WAIT, (msg,)), waits
+        return SUCCESS, waits
+
+    # --- binding cycle ------------------------------------------------------------------------------
+    def run_pre_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
+        sampled = state.record_metrics
+        for name, p in self.pre_bind:
+            t0 = perf_counter() if sampled else 0.0
+            try:
+                s = p.pre_bind(state, pod, node_name)
+            except Exception as exc:
+                s = Status.as_error(exc)
+            if sampled:
+                self._observe(name, "PreBind", s, t0)
+            if not s.is_success:
+                if s.is_rejected:
+                    return s.with_plugin(name)
+                return Status(Code.ERROR, (f"running PreBind plugin {name}: {s.message}",), name, s.error)
+        return SUCCESS
+
+    def run_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
+        """The first bind plugin that does not Skip decides; Skip when every one skips (or there is none)."""
+        sampled = state.record_metrics
+        status = Status(Code.SKIP)
+        for name, p in self.bind:
+            t0 = perf_counter() if sampled else 0.0
+            try:
+                status = p.bind(state, pod, node_name)
+            except Exception as exc:
+                status = Status.as_error(exc)
+            if sampled:
+                self._observe(name, "Bind", status, t0)
+            if status.is_skip:
+                continue
+            if not status.is_success:
+                if status.is_rejected:
+                    return status.with_plugin(name)
+                return Status(
+                    Code.ERROR, (f"running Bind plugin {name}: {status.message}",), name, status.error
+                )
+            return status
+        return status
+
+    def run_post_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
+        for name, p in self.post_bind:
+            try:
+                p.post_bind(state, pod, node_name)
+            except Exception:
+                log.exception("PostBind of plugin %s failed for pod %s", name, pod.key)
+
+
+_NARROWING_KEY = "koord.framework/prefilter-narrowing-plugins"
+"""CycleState key: the PreFilter plugins whose node sets narrowed the candidates (for diagnosis)."""
+
+
+def narrowing_plugins(state: CycleState) -> tuple[str, ...]:
+    value = state.get(_NARROWING_KEY, ())
+    return tuple(value)
+
+
+# --- small helpers ------------------------------------------------------------------------------------
+_VECTOR_FORMS: tuple[tuple[type, type, str], ...] = (
+    (VectorFilter, FilterPlugin, "filter"),
+    (VectorScore, ScorePlugin, "score"),
+)
+
+
+def _check_vector_forms(name: str, klass: type[Plugin]) -> None:
+    """A vectorised form without its extension point's ABC would never be called: the plugin would silently
+    not filter (or score) at all. Refuse it."""
+    for vector, point, verb in _VECTOR_FORMS:
+        if issubclass(klass, vector) and not issubclass(klass, point):
+            raise PluginLoadError(
+                "koord.scheduler.plugins",
+                name,
+                klass.__module__,
+                TypeError(
+                    f"{klass.__name__} subclasses {vector.__name__} but not {point.__name__}, so it would "
+                    f"never {verb}; add {point.__name__} to its bases"
+                ),
+            )
+
+
+def _filter_one(f: _Filter, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+    """One plugin on one node; anything but Success or a rejection becomes an Error naming the plugin."""
+    try:
+        s = f.plugin.filter(state, pod, node)
+    except Exception as exc:
+        return _plugin_error(f.name, "Filter", exc)
+    if s.code is Code.SUCCESS:
+        return s
+    if s.is_rejected:
+        return s.with_plugin(f.name)
+    return Status(
+        Code.ERROR, (f"running {f.name!r} filter plugin: {s.code.label} {s.message}".strip(),), f.name
+    )
+
+
+def _plugin_error(name: str, point: str, exc: BaseException) -> Status:
+    return Status(Code.ERROR, (f"running {point} plugin {name}: {type(exc).__name__}: {exc}",), name, exc)
+
+
+def _as_mask(value: Any, size: int, name: str) -> BoolArray:
+    mask = np.asarray(value, dtype=np.bool_)
+    if mask.shape != (size,):
+        raise ValueError(f"filter_all of {name} returned shape {mask.shape}, want ({size},)")
+    return mask
+
+
+def _safe_ext(
+    ext: PreFilterExtensions, which: str, state: CycleState, pod: PodInfo, other: PodInfo, node: NodeInfo
+) -> Status:
+    try:
+        if which == "add":
+            return ext.add_pod(state, pod, other, node)
+        return ext.remove_pod(state, pod, other, node)
+    except Exception as exc:
+        return Status.as_error(exc)
