@@ -1,0 +1,1 @@
+"""kube-scheduler in-tree plugins for koord."""

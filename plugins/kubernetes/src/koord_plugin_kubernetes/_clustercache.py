@@ -1,0 +1,72 @@
+"""Cluster objects some plugins read by listing (Services, ReplicaSets, StatefulSets, Namespaces, PDBs).
+
+kube-scheduler reads these through informer listers; here one cache per handle lists a kind once and
+follows its watch events, so a scheduling cycle never copies the objects out of the cluster again.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+from koord_framework.scheduler.interface import Handle
+
+Obj = dict[str, Any]
+_CACHES: weakref.WeakKeyDictionary[Handle, ClusterCache] = weakref.WeakKeyDictionary()
+
+
+def cluster_cache(handle: Handle) -> ClusterCache:
+    try:
+        cache = _CACHES.get(handle)
+        if cache is None:
+            cache = ClusterCache(handle)
+            _CACHES[handle] = cache
+        return cache
+    except TypeError:
+        return ClusterCache(handle)
+
+
+def _key(obj: Obj) -> tuple[str, str]:
+    meta = obj.get("metadata") or {}
+    return str(meta.get("namespace") or ""), str(meta.get("name") or "")
+
+
+class ClusterCache:
+    def __init__(self, handle: Handle) -> None:
+        self._handle = handle
+        self._stores: dict[str, dict[str, dict[str, Obj]]] = {}
+
+    def _store(self, kind: str) -> dict[str, dict[str, Obj]]:
+        store = self._stores.get(kind)
+        if store is not None:
+            return store
+        store = {}
+        self._stores[kind] = store
+        try:
+            cluster = self._handle.cluster
+            items, rv = cluster.list(kind)
+            for obj in items:
+                ns, name = _key(obj)
+                store.setdefault(ns, {})[name] = obj
+            cluster.subscribe([kind], lambda ev: self._on_event(store, ev), since=rv)
+        except Exception:
+            # A kind the cluster does not serve (or no cluster behind a test handle): nothing to list.
+            pass
+        return store
+
+    @staticmethod
+    def _on_event(store: dict[str, dict[str, Obj]], event: Any) -> None:
+        ns, name = _key(event.obj or {})
+        if event.type == "DELETED":
+            store.get(ns, {}).pop(name, None)
+        else:
+            store.setdefault(ns, {})[name] = event.obj
+
+    def list(self, kind: str, namespace: str | None = None) -> list[Obj]:
+        store = self._store(kind)
+        if namespace is not None:
+            return list(store.get(namespace, {}).values())
+        return [o for objs in store.values() for o in objs.values()]
+
+    def get(self, kind: str, name: str, namespace: str = "") -> Obj | None:
+        return self._store(kind).get(namespace, {}).get(name)

@@ -1,0 +1,444 @@
+"""DefaultPreemption (kube-scheduler ``plugins/defaultpreemption`` and ``framework/preemption``).
+
+When no node fits, find nodes where removing lower-priority pods makes room:
+
+1. The pod must be eligible (``preemptionPolicy`` not ``Never``; no lower-priority pod still terminating on
+   the node it was nominated to, unless that node became UnschedulableAndUnresolvable).
+2. Candidates are the nodes whose Filter failure was ``Unschedulable`` (preemption cannot help an
+   ``UnschedulableAndUnresolvable`` node). Starting at a random offset, each is dry-run until enough
+   candidates are found (``max(minCandidateNodesAbsolute, minCandidateNodesPercentage% of them)``, at least
+   one without PDB violations).
+3. On a node (``selectVictimsOnNode``): remove every lower-priority pod; if the pod still does not fit, the
+   node is out. Otherwise reprieve pods from the most important down, PDB-violating ones first, keeping
+   each reprieved pod that still lets the preemptor fit; the rest are the victims.
+4. Pick the node with the fewest PDB violations, then the lowest highest-victim priority, the smallest sum
+   of priorities, the fewest victims, the latest start of the highest-priority victims, then the first.
+5. Victims are marked ``DisruptionTarget`` and deleted (not evicted: kube-scheduler deletes), each with a
+   ``Preempted`` Event; lower-priority pods nominated to that node lose their nomination; the preemptor is
+   nominated to it (``PostFilterResult``).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from koord_framework.api.objects import PodInfo
+from koord_framework.api.selectors import SelectorError, parse_label_selector
+from koord_framework.cluster.clock import format_time
+from koord_framework.cluster.port import EventRecord
+from koord_framework.errors import ClusterError, NotFoundError
+from koord_framework.scheduler.interface import (
+    CycleState,
+    Handle,
+    NodeInfo,
+    PostFilterPlugin,
+    PostFilterResult,
+    SchedulerPlugin,
+)
+from koord_framework.scheduler.status import Code, Status
+from koord_plugin_kubernetes.args import DefaultPreemptionArgs
+
+COMPONENT = "koord-scheduler"
+_INT32_MAX = 2**31 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    name: str
+    victims: tuple[PodInfo, ...]
+    num_pdb_violations: int
+
+
+@dataclass(frozen=True, slots=True)
+class _PDB:
+    namespace: str
+    selector: Any
+    allowed: int
+    disrupted: frozenset[str]
+
+
+def _start_time(pod: PodInfo, now: float) -> float:
+    """``util.GetPodStartTime``: the pod's start time, or now for a pod that has not started."""
+    return pod.start_time if pod.start_time is not None else now
+
+
+def more_important(a: PodInfo, b: PodInfo, now: float) -> bool:
+    """``util.MoreImportantPod``: higher priority, then earlier start."""
+    if a.priority_value != b.priority_value:
+        return a.priority_value > b.priority_value
+    return _start_time(a, now) < _start_time(b, now)
+
+
+def _importance_key(now: float) -> Any:
+    return lambda p: (-p.priority_value, _start_time(p, now))
+
+
+def parse_pdbs(objs: Sequence[Mapping[str, Any]]) -> list[_PDB]:
+    out: list[_PDB] = []
+    for o in objs:
+        meta = o.get("metadata") or {}
+        status = o.get("status") or {}
+        try:
+            selector = parse_label_selector((o.get("spec") or {}).get("selector"))
+        except SelectorError:
+            selector = None  # an invalid selector matches no pod
+        out.append(
+            _PDB(
+                str(meta.get("namespace") or "default"),
+                selector,
+                int(status.get("disruptionsAllowed") or 0),
+                frozenset((status.get("disruptedPods") or {}).keys()),
+            )
+        )
+    return out
+
+
+def filter_pods_with_pdb_violation(
+    pods: Sequence[PodInfo], pdbs: Sequence[_PDB]
+) -> tuple[list[PodInfo], list[PodInfo]]:
+    """(violating, non-violating) in input order; each matching PDB's budget is spent pod by pod."""
+    allowed = [p.allowed for p in pdbs]
+    violating: list[PodInfo] = []
+    non_violating: list[PodInfo] = []
+    for pod in pods:
+        violated = False
+        if pod.labels:
+            for i, pdb in enumerate(pdbs):
+                if pdb.namespace != pod.namespace or pdb.selector is None:
+                    continue
+                if pdb.selector.empty() or not pdb.selector.matches(pod.labels):
+                    continue
+                if pod.name in pdb.disrupted:
+                    continue
+                allowed[i] -= 1
+                if allowed[i] < 0:
+                    violated = True
+        (violating if violated else non_violating).append(pod)
+    return violating, non_violating
+
+
+def earliest_start_of_highest_priority(victims: Sequence[PodInfo], now: float) -> float:
+    """``util.GetEarliestPodStartTime``: earliest start among the victims of the highest priority."""
+    best_prio = victims[0].priority_value
+    earliest = _start_time(victims[0], now)
+    for p in victims:
+        if p.priority_value == best_prio:
+            earliest = min(earliest, _start_time(p, now))
+        elif p.priority_value > best_prio:
+            best_prio = p.priority_value
+            earliest = _start_time(p, now)
+    return earliest
+
+
+def pick_one_node(candidates: Sequence[Candidate], now: float) -> Candidate | None:
+    """``pickOneNodeForPreemption`` with kube-scheduler's default score functions, in order."""
+    if not candidates:
+        return None
+    score_funcs = (
+        lambda c: -c.num_pdb_violations,
+        lambda c: -c.victims[0].priority_value,
+        lambda c: -sum(p.priority_value + _INT32_MAX + 1 for p in c.victims),
+        lambda c: -len(c.victims),
+        lambda c: earliest_start_of_highest_priority(c.victims, now),
+    )
+    remaining = list(candidates)
+    for f in score_funcs:
+        scored = [(f(c), c) for c in remaining]
+        best = max(s for s, _ in scored)
+        remaining = [c for s, c in scored if s == best]
+        if len(remaining) == 1:
+            return remaining[0]
+    return remaining[0]
+
+
+class DefaultPreemption(SchedulerPlugin, PostFilterPlugin):
+    name = "DefaultPreemption"
+    Args = DefaultPreemptionArgs
+
+    def __init__(self, args: DefaultPreemptionArgs, handle: Handle, *, seed: int = 0) -> None:  # type: ignore[override]
+        super().__init__(args, handle)
+        self.min_pct = args.min_candidate_nodes_percentage
+        self.min_abs = args.min_candidate_nodes_absolute
+        self._rng = random.Random(seed)
+        self._attempts: Any = None
+        self._victims_hist: Any = None
+        self._init_metrics()
+
+    def _init_metrics(self) -> None:
+        try:
+            from prometheus_client import Counter, Histogram
+
+            registry = self.handle.metrics
+            self._attempts = Counter(
+                "koord_scheduler_preemption_attempts",
+                "Preemption attempts (PostFilter calls)",
+                registry=registry,
+            )
+            self._victims_hist = Histogram(
+                "koord_scheduler_preemption_victims",
+                "Number of victims selected by a successful preemption",
+                buckets=(1, 2, 4, 8, 16, 32, 64),
+                registry=registry,
+            )
+        except Exception:  # no registry behind this handle, or a second profile sharing it
+            self._attempts = self._victims_hist = None
+
+    # --- the candidate count ------------------------------------------------------------------------
+    def calculate_num_candidates(self, num_nodes: int) -> int:
+        n = num_nodes * self.min_pct // 100
+        n = max(n, self.min_abs)
+        return min(n, num_nodes)
+
+    def offset_and_num_candidates(self, num_nodes: int) -> tuple[int, int]:
+        return self._rng.randrange(num_nodes), self.calculate_num_candidates(num_nodes)
+
+    # --- eligibility ----------------------------------------------------------------------------------
+    def pod_eligible_to_preempt_others(
+        self, pod: PodInfo, nominated_status: Status | None
+    ) -> tuple[bool, str]:
+        if pod.preemption_policy == "Never":
+            return False, "not eligible due to preemptionPolicy=Never."
+        if pod.nominated_node:
+            if nominated_status is not None and nominated_status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                return True, ""
+            info = self.handle.node_info(pod.nominated_node)
+            if info is not None:
+                for p in info.pods.values():
+                    if p.priority_value < pod.priority_value and p.is_terminating:
+                        return False, "not eligible due to a terminating pod on the nominated node."
+        return True, ""
+
+    # --- victims on one node --------------------------------------------------------------------------
+    def select_victims_on_node(
+        self, state: CycleState, pod: PodInfo, node: NodeInfo, pdbs: Sequence[_PDB]
+    ) -> tuple[list[PodInfo], int, Status]:
+        """Works on ``node`` and ``state`` in place: pass clones."""
+        now = self.handle.clock.now()
+        potential: list[PodInfo] = []
+
+        def remove(p: PodInfo) -> Status:
+            node.remove_pod(p)
+            return self.handle.run_pre_filter_extension_remove_pod(state, pod, p, node)
+
+        def add(p: PodInfo) -> Status:
+            node.add_pod(p)
+            return self.handle.run_pre_filter_extension_add_pod(state, pod, p, node)
+
+        for p in list(node.pods.values()):
+            if p.priority_value < pod.priority_value:
+                potential.append(p)
+                st = remove(p)
+                if not st.is_success:
+                    return [], 0, st
+        if not potential:
+            return [], 0, Status.unresolvable("No preemption victims found for incoming pod")
+        st = self.handle.run_filter_with_nominated_pods(state, pod, node)
+        if not st.is_success:
+            return [], 0, st
+        potential.sort(key=_importance_key(now))
+        violating, non_violating = filter_pods_with_pdb_violation(potential, pdbs)
+        victims: list[PodInfo] = []
+        num_violating = 0
+
+        def reprieve(p: PodInfo) -> tuple[bool, Status]:
+            st = add(p)
+            if not st.is_success:
+                return False, st
+            fits = self.handle.run_filter_with_nominated_pods(state, pod, node).is_success
+            if not fits:
+                st = remove(p)
+                if not st.is_success:
+                    return False, st
+                victims.append(p)
+            return fits, Status.success()
+
+        for p in violating:
+            fits, st = reprieve(p)
+            if not st.is_success:
+                return [], 0, st
+            if not fits:
+                num_violating += 1
+        for p in non_violating:
+            _, st = reprieve(p)
+            if not st.is_success:
+                return [], 0, st
+        if violating and non_violating:
+            victims.sort(key=_importance_key(now))
+        return victims, num_violating, Status.success()
+
+    # --- the dry run ----------------------------------------------------------------------------------
+    def dry_run(
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        potential: Sequence[NodeInfo],
+        pdbs: Sequence[_PDB],
+        offset: int,
+        wanted: int,
+    ) -> tuple[list[Candidate], dict[str, Status]]:
+        non_violating: list[Candidate] = []
+        violating: list[Candidate] = []
+        statuses: dict[str, Status] = {}
+        for i in range(len(potential)):
+            info = potential[(offset + i) % len(potential)].clone()
+            victims, num_pdb, st = self.select_victims_on_node(state.clone(), pod, info, pdbs)
+            if st.is_success and victims:
+                c = Candidate(info.name, tuple(victims), num_pdb)
+                (non_violating if num_pdb == 0 else violating).append(c)
+                if non_violating and len(non_violating) + len(violating) >= wanted:
+                    break
+                continue
+            if st.is_success:
+                st = Status.as_error(f"expected at least one victim pod on node {info.name!r}")
+            statuses[info.name] = st
+        return non_violating + violating, statuses
+
+    # --- PostFilter -----------------------------------------------------------------------------------
+    def post_filter(
+        self, state: CycleState, pod: PodInfo, filtered: Mapping[str, Status]
+    ) -> tuple[PostFilterResult | None, Status]:
+        if self._attempts is not None:
+            self._attempts.inc()
+        result, status = self.preempt(state, pod, filtered)
+        if status.message and not status.is_success:
+            return result, Status(status.code, (f"preemption: {status.message}",), error=status.error)
+        return result, status
+
+    def preempt(
+        self, state: CycleState, pod: PodInfo, filtered: Mapping[str, Status]
+    ) -> tuple[PostFilterResult | None, Status]:
+        eligible, reason = self.pod_eligible_to_preempt_others(pod, filtered.get(pod.nominated_node))
+        if not eligible:
+            return None, Status.unschedulable(reason)
+        all_nodes = list(self.handle.node_infos())
+        if not all_nodes:
+            return None, Status.as_error("no nodes available")
+        potential: list[NodeInfo] = []
+        statuses: dict[str, Status] = {}
+        for info in all_nodes:
+            st = filtered.get(info.name)
+            # A node absent from a non-empty map was excluded before Filter (PreFilter narrowed the nodes).
+            unresolvable = (st is None and bool(filtered)) or (
+                st is not None and st.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+            )
+            if unresolvable:
+                statuses[info.name] = Status.unresolvable("Preemption is not helpful for scheduling")
+            else:
+                potential.append(info)
+        candidates: list[Candidate] = []
+        if potential:
+            pdbs = parse_pdbs(self._list("PodDisruptionBudget"))
+            offset, wanted = self.offset_and_num_candidates(len(potential))
+            candidates, dry_statuses = self.dry_run(state, pod, potential, pdbs, offset, wanted)
+            statuses.update(dry_statuses)
+        if not candidates:
+            return None, Status.unschedulable(_fit_error(len(all_nodes), statuses))
+        best = candidates[0] if len(candidates) == 1 else pick_one_node(candidates, self.handle.clock.now())
+        assert best is not None
+        err = self.prepare_candidate(best, pod)
+        if err is not None:
+            return None, err
+        if self._victims_hist is not None:
+            self._victims_hist.observe(len(best.victims))
+        return PostFilterResult(nominated_node=best.name), Status.success()
+
+    def _list(self, kind: str) -> list[dict[str, Any]]:
+        try:
+            items, _ = self.handle.cluster.list(kind)
+            return items
+        except ClusterError:
+            return []
+
+    def prepare_candidate(self, c: Candidate, pod: PodInfo) -> Status | None:
+        cluster = self.handle.cluster
+        now = self.handle.clock.now()
+        for victim in c.victims:
+            waiting = self.handle.get_waiting_pod(victim.uid)
+            if waiting is not None:
+                waiting.reject(self.name, "preempted")
+                continue
+            try:
+                self._mark_disruption_target(victim, now)
+                cluster.delete("Pod", victim.name, victim.namespace)
+            except NotFoundError:
+                continue
+            except ClusterError as err:
+                return Status.as_error(err)
+            cluster.record_event(
+                EventRecord(
+                    kind="Pod",
+                    namespace=victim.namespace,
+                    name=victim.name,
+                    reason="Preempted",
+                    message=f"Preempted by pod {pod.uid} on node {c.name}",
+                    component=COMPONENT,
+                    time=now,
+                    extra={"preemptor": pod.key, "node": c.name},
+                )
+            )
+        self._clear_lower_priority_nominations(c.name, pod)
+        return None
+
+    def _mark_disruption_target(self, victim: PodInfo, now: float) -> None:
+        current = self.handle.cluster.get("Pod", victim.name, victim.namespace)
+        conditions = [
+            cond
+            for cond in (current.get("status") or {}).get("conditions") or ()
+            if cond.get("type") != "DisruptionTarget"
+        ]
+        conditions.append(
+            {
+                "type": "DisruptionTarget",
+                "status": "True",
+                "reason": "PreemptionByScheduler",
+                "message": f"{COMPONENT}: preempting to accommodate a higher priority pod",
+                "lastTransitionTime": format_time(now),
+            }
+        )
+        self.handle.cluster.patch(
+            "Pod", victim.name, victim.namespace, {"status": {"conditions": conditions}}, status=True
+        )
+
+    def _clear_lower_priority_nominations(self, node_name: str, pod: PodInfo) -> None:
+        for obj in self._list("Pod"):
+            status = obj.get("status") or {}
+            if status.get("nominatedNodeName") != node_name:
+                continue
+            meta = obj.get("metadata") or {}
+            if (
+                meta.get("uid") == pod.uid
+                or int((obj.get("spec") or {}).get("priority") or 0) >= pod.priority_value
+            ):
+                continue
+            try:
+                self.handle.cluster.patch(
+                    "Pod",
+                    str(meta.get("name")),
+                    str(meta.get("namespace") or "default"),
+                    {"status": {"nominatedNodeName": None}},
+                    status=True,
+                )
+            except ClusterError:
+                continue
+
+
+def _fit_error(num_nodes: int, statuses: Mapping[str, Status]) -> str:
+    histogram: dict[str, int] = {}
+    for st in statuses.values():
+        for reason in st.reasons or (st.code.label,):
+            histogram[reason] = histogram.get(reason, 0) + 1
+    reasons = sorted(f"{n} {r}" for r, n in histogram.items())
+    return f"0/{num_nodes} nodes are available: {', '.join(reasons)}."
+
+
+__all__ = [
+    "Candidate",
+    "DefaultPreemption",
+    "filter_pods_with_pdb_violation",
+    "more_important",
+    "parse_pdbs",
+    "pick_one_node",
+]

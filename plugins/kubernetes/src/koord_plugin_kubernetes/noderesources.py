@@ -1,0 +1,446 @@
+"""NodeResourcesFit and NodeResourcesBalancedAllocation (kube-scheduler ``plugins/noderesources``).
+
+Fit's Filter checks pod count and every requested resource against ``allocatable - requested``; its Score
+applies one of three strategies over the configured resources. Scoring uses the *non-zero* cpu/memory
+requests (100m / 200Mi for a container that requests nothing) for the pod and the node, except
+BalancedAllocation, which uses real requests and skips best-effort pods. An extended (scalar) resource the
+pod does not request is left out of the score, as is any resource the node does not have.
+
+Both plugins have vectorised forms over the ``NodeTable`` that agree exactly with the per-node forms.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from koord_framework.api.objects import PodInfo
+from koord_framework.scheduler.interface import (
+    ClusterEvent,
+    CycleState,
+    EnqueueExtensions,
+    FilterPlugin,
+    Handle,
+    NodeInfo,
+    NodeTable,
+    PreFilterPlugin,
+    PreFilterResult,
+    PreScorePlugin,
+    SchedulerPlugin,
+    ScorePlugin,
+    VectorFilter,
+    VectorScore,
+)
+from koord_framework.scheduler.nodeinfo import non_zero_requests
+from koord_framework.scheduler.status import Status
+from koord_framework.scheduler.table import BoolArray, Int64Array
+from koord_plugin_kubernetes._resources import (
+    CPU,
+    EPHEMERAL_STORAGE,
+    MEMORY,
+    PODS,
+    broken_linear,
+    broken_linear_array,
+    go_div,
+    go_div_array,
+    go_round,
+    go_round_array,
+    is_extended,
+    is_scalar,
+    tracked,
+)
+from koord_plugin_kubernetes.args import (
+    LEAST_ALLOCATED,
+    MAX_CUSTOM_PRIORITY_SCORE,
+    MOST_ALLOCATED,
+    NodeResourcesBalancedAllocationArgs,
+    NodeResourcesFitArgs,
+)
+
+MAX_NODE_SCORE = 100
+_FIRST_RESOURCES = (CPU, MEMORY, EPHEMERAL_STORAGE)
+
+
+# --- the Filter ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class _FitRequest:
+    """The resources Filter checks: the pod's requests on tracked names, in kube-scheduler's reason order."""
+
+    checks: tuple[tuple[str, int], ...]
+
+    def clone(self) -> _FitRequest:
+        return self
+
+
+def _fit_request(pod: PodInfo, ignored: frozenset[str], ignored_groups: frozenset[str]) -> _FitRequest:
+    req = pod.requests
+    checks: list[tuple[str, int]] = [(r, req[r]) for r in _FIRST_RESOURCES if req.get(r, 0) > 0]
+    for name in sorted(req):
+        value = req[name]
+        if name in _FIRST_RESOURCES or value == 0 or not is_scalar(name):
+            continue
+        if is_extended(name) and (name in ignored or name.split("/", 1)[0] in ignored_groups):
+            continue
+        checks.append((name, value))
+    return _FitRequest(tuple(checks))
+
+
+def insufficient_resources(request: _FitRequest, node: NodeInfo) -> list[str]:
+    """The failure reasons of ``fitsRequest`` (empty when the pod fits)."""
+    reasons: list[str] = []
+    alloc = node.allocatable
+    if len(node.pods) + 1 > alloc.get(PODS, 0):
+        reasons.append("Too many pods")
+    requested = node.requested
+    for name, value in request.checks:
+        if value > alloc.get(name, 0) - requested.get(name, 0):
+            reasons.append(f"Insufficient {name}")
+    return reasons
+
+
+# --- the scorers
+class _AllocationScorer:
+    """``resourceAllocationScorer``: per configured resource, (allocatable, requested) of a node, then a strategy."""  # noqa: E501
+
+    def __init__(self, resources: Sequence[tuple[str, int]], use_requested: bool) -> None:
+        self.names = [n for n, _ in resources]
+        self.weights = [w for _, w in resources]
+        self.use_requested = use_requested
+
+    def pod_requests(self, pod: PodInfo) -> list[int]:
+        nz_cpu, nz_mem = non_zero_requests(pod) if not self.use_requested else (0, 0)
+        out: list[int] = []
+        for name in self.names:
+            if not self.use_requested and name == CPU:
+                out.append(nz_cpu)
+            elif not self.use_requested and name == MEMORY:
+                out.append(nz_mem)
+            else:
+                out.append(pod.requests.get(name, 0))
+        return out
+
+    def node_values(self, node: NodeInfo, pod_requests: list[int]) -> tuple[list[int], list[int]]:
+        """(requested, allocatable) per resource; (0, 0) for a resource that is left out of the score."""
+        requested: list[int] = []
+        allocatable: list[int] = []
+        alloc = node.allocatable
+        for name, pod_req in zip(self.names, pod_requests, strict=True):
+            a, r = 0, 0
+            if pod_req == 0 and is_scalar(name):
+                pass
+            elif name == CPU:
+                a = alloc.get(CPU, 0)
+                r = (node.requested.get(CPU, 0) if self.use_requested else node.non_zero_cpu) + pod_req
+            elif name == MEMORY:
+                a = alloc.get(MEMORY, 0)
+                r = (node.requested.get(MEMORY, 0) if self.use_requested else node.non_zero_memory) + pod_req
+            elif name == EPHEMERAL_STORAGE or (is_scalar(name) and name in alloc):
+                a = alloc.get(name, 0)
+                r = node.requested.get(name, 0) + pod_req
+            if a == 0:
+                r = 0
+            requested.append(r)
+            allocatable.append(a)
+        return requested, allocatable
+
+    def table_values(
+        self, table: NodeTable, rows: Int64Array, pod_requests: list[int]
+    ) -> tuple[list[Int64Array], list[Int64Array]]:
+        requested: list[Int64Array] = []
+        allocatable: list[Int64Array] = []
+        zeros = np.zeros(rows.shape[0], dtype=np.int64)
+        for name, pod_req in zip(self.names, pod_requests, strict=True):
+            if (pod_req == 0 and is_scalar(name)) or not (
+                name in (CPU, MEMORY, EPHEMERAL_STORAGE) or is_scalar(name)
+            ):
+                requested.append(zeros)
+                allocatable.append(zeros)
+                continue
+            col = table.resource_col(name)
+            a = table.allocatable[rows, col]
+            if name == CPU and not self.use_requested:
+                base = table.non_zero_cpu[rows]
+            elif name == MEMORY and not self.use_requested:
+                base = table.non_zero_memory[rows]
+            else:
+                base = table.requested[rows, col]
+            r = np.where(a == 0, 0, base + pod_req)
+            requested.append(r)
+            allocatable.append(a)
+        return requested, allocatable
+
+
+def _least(requested: list[int], allocatable: list[int], weights: list[int]) -> int:
+    node_score = weight_sum = 0
+    for r, a, w in zip(requested, allocatable, weights, strict=True):
+        if a == 0:
+            continue
+        node_score += (0 if r > a else go_div((a - r) * MAX_NODE_SCORE, a)) * w
+        weight_sum += w
+    return 0 if weight_sum == 0 else go_div(node_score, weight_sum)
+
+
+def _most(requested: list[int], allocatable: list[int], weights: list[int]) -> int:
+    node_score = weight_sum = 0
+    for r, a, w in zip(requested, allocatable, weights, strict=True):
+        if a == 0:
+            continue
+        node_score += go_div(min(r, a) * MAX_NODE_SCORE, a) * w
+        weight_sum += w
+    return 0 if weight_sum == 0 else go_div(node_score, weight_sum)
+
+
+def _rtcr(
+    shape: list[tuple[int, int]], requested: list[int], allocatable: list[int], weights: list[int]
+) -> int:
+    node_score = weight_sum = 0
+    for r, a, w in zip(requested, allocatable, weights, strict=True):
+        if a == 0:
+            continue
+        p = 100 if r > a else go_div(r * 100, a)
+        s = broken_linear(shape, p)
+        if s > 0:
+            node_score += s * w
+            weight_sum += w
+    return 0 if weight_sum == 0 else go_round(float(node_score) / float(weight_sum))
+
+
+def _weighted(
+    per_resource: list[Int64Array], counted: list[BoolArray], weights: list[int], n: int
+) -> tuple[Int64Array, Int64Array]:
+    node_score = np.zeros(n, dtype=np.int64)
+    weight_sum = np.zeros(n, dtype=np.int64)
+    for s, c, w in zip(per_resource, counted, weights, strict=True):
+        node_score += np.where(c, s * w, 0)
+        weight_sum += np.where(c, w, 0)
+    return node_score, weight_sum
+
+
+def _least_array(
+    requested: list[Int64Array], allocatable: list[Int64Array], weights: list[int], n: int
+) -> Int64Array:
+    scores = [
+        np.where(r > a, 0, go_div_array((a - r) * MAX_NODE_SCORE, a))
+        for r, a in zip(requested, allocatable, strict=True)
+    ]
+    ns, ws = _weighted(scores, [a != 0 for a in allocatable], weights, n)
+    return np.where(ws == 0, 0, go_div_array(ns, ws))
+
+
+def _most_array(
+    requested: list[Int64Array], allocatable: list[Int64Array], weights: list[int], n: int
+) -> Int64Array:
+    scores = [
+        go_div_array(np.minimum(r, a) * MAX_NODE_SCORE, a)
+        for r, a in zip(requested, allocatable, strict=True)
+    ]
+    ns, ws = _weighted(scores, [a != 0 for a in allocatable], weights, n)
+    return np.where(ws == 0, 0, go_div_array(ns, ws))
+
+
+def _rtcr_array(
+    shape: list[tuple[int, int]],
+    requested: list[Int64Array],
+    allocatable: list[Int64Array],
+    weights: list[int],
+    n: int,
+) -> Int64Array:
+    scores: list[Int64Array] = []
+    counted: list[BoolArray] = []
+    for r, a in zip(requested, allocatable, strict=True):
+        p = np.where(r > a, 100, go_div_array(r * 100, a))
+        s = broken_linear_array(shape, p)
+        scores.append(s)
+        counted.append((a != 0) & (s > 0))
+    ns, ws = _weighted(scores, counted, weights, n)
+    ratio = ns.astype(np.float64) / np.where(ws == 0, 1, ws).astype(np.float64)
+    return np.where(ws == 0, 0, go_round_array(ratio))
+
+
+def _balanced(requested: list[int], allocatable: list[int]) -> int:
+    fractions: list[float] = []
+    total = 0.0
+    for r, a in zip(requested, allocatable, strict=True):
+        if a == 0:
+            continue
+        f = float(r) / float(a)
+        if f > 1:
+            f = 1.0
+        total += f
+        fractions.append(f)
+    std = 0.0
+    if len(fractions) == 2:
+        std = abs((fractions[0] - fractions[1]) / 2)
+    elif len(fractions) > 2:
+        mean = total / len(fractions)
+        acc = 0.0
+        for f in fractions:
+            acc = acc + (f - mean) * (f - mean)
+        std = math.sqrt(acc / len(fractions))
+    return int((1 - std) * MAX_NODE_SCORE)
+
+
+def _balanced_array(requested: list[Int64Array], allocatable: list[Int64Array], n: int) -> Int64Array:
+    count = np.zeros(n, dtype=np.int64)
+    total = np.zeros(n, dtype=np.float64)
+    first = np.zeros(n, dtype=np.float64)
+    second = np.zeros(n, dtype=np.float64)
+    fracs: list[tuple[BoolArray, np.ndarray]] = []
+    for r, a in zip(requested, allocatable, strict=True):
+        valid = a != 0
+        f = np.minimum(r.astype(np.float64) / np.where(valid, a, 1).astype(np.float64), 1.0)
+        f = np.where(valid, f, 0.0)
+        total = np.where(valid, total + f, total)
+        first = np.where(valid & (count == 0), f, first)
+        second = np.where(valid & (count == 1), f, second)
+        count += valid
+        fracs.append((valid, f))
+    std = np.zeros(n, dtype=np.float64)
+    std = np.where(count == 2, np.abs((first - second) / 2), std)
+    if len(fracs) > 2:
+        safe = np.where(count == 0, 1, count).astype(np.float64)
+        mean = total / safe
+        acc = np.zeros(n, dtype=np.float64)
+        for valid, f in fracs:
+            acc = np.where(valid, acc + (f - mean) * (f - mean), acc)
+        std = np.where(count > 2, np.sqrt(acc / safe), std)
+    return np.trunc((1 - std) * MAX_NODE_SCORE).astype(np.int64)
+
+
+# --- NodeResourcesFit
+_PRE_FILTER_KEY = "PreFilterNodeResourcesFit"
+_PRE_SCORE_KEY = "PreScoreNodeResourcesFit"
+
+
+class NodeResourcesFit(
+    SchedulerPlugin,
+    PreFilterPlugin,
+    FilterPlugin,
+    VectorFilter,
+    PreScorePlugin,
+    ScorePlugin,
+    VectorScore,
+    EnqueueExtensions,
+):
+    """Filters nodes without room for the pod's requests; scores by the configured strategy."""
+
+    name = "NodeResourcesFit"
+    Args = NodeResourcesFitArgs
+
+    def __init__(self, args: NodeResourcesFitArgs, handle: Handle) -> None:  # type: ignore[override]
+        super().__init__(args, handle)
+        self._ignored = frozenset(args.ignored_resources)
+        self._ignored_groups = frozenset(args.ignored_resource_groups)
+        strategy = args.scoring_strategy
+        self.strategy = strategy.type
+        self.scorer = _AllocationScorer([(r.name, r.weight) for r in strategy.resources], use_requested=False)
+        scale = MAX_NODE_SCORE // MAX_CUSTOM_PRIORITY_SCORE
+        ratio = strategy.requested_to_capacity_ratio
+        self.shape = [(p.utilization, p.score * scale) for p in ratio.shape] if ratio is not None else []
+
+    # PreFilter / Filter
+    def pre_filter(
+        self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]
+    ) -> tuple[PreFilterResult | None, Status]:
+        state.write(_PRE_FILTER_KEY, _fit_request(pod, self._ignored, self._ignored_groups))
+        return None, Status.success()
+
+    def _request(self, state: CycleState, pod: PodInfo) -> _FitRequest:
+        req = state.get(_PRE_FILTER_KEY)
+        if req is None:
+            req = _fit_request(pod, self._ignored, self._ignored_groups)
+        return req  # type: ignore[no-any-return]
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        reasons = insufficient_resources(self._request(state, pod), node)
+        return Status.unschedulable(*reasons) if reasons else Status.success()
+
+    def filter_all(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: Int64Array) -> BoolArray:
+        req = self._request(state, pod)
+        ok: BoolArray = table.pod_count[rows] + 1 <= table.allocatable[rows, table.resource_col(PODS)]
+        for name, value in req.checks:
+            col = table.resource_col(name)
+            ok &= value <= table.allocatable[rows, col] - table.requested[rows, col]
+        return ok
+
+    # PreScore / Score
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status:
+        state.write(_PRE_SCORE_KEY, self.scorer.pod_requests(pod))
+        return Status.success()
+
+    def _pod_requests(self, state: CycleState, pod: PodInfo) -> list[int]:
+        found = state.get(_PRE_SCORE_KEY)
+        return found if found is not None else self.scorer.pod_requests(pod)  # type: ignore[no-any-return]
+
+    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> tuple[int, Status]:
+        requested, allocatable = self.scorer.node_values(node, self._pod_requests(state, pod))
+        weights = self.scorer.weights
+        if self.strategy == LEAST_ALLOCATED:
+            return _least(requested, allocatable, weights), Status.success()
+        if self.strategy == MOST_ALLOCATED:
+            return _most(requested, allocatable, weights), Status.success()
+        return _rtcr(self.shape, requested, allocatable, weights), Status.success()
+
+    def score_all(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: Int64Array) -> Int64Array:
+        requested, allocatable = self.scorer.table_values(table, rows, self._pod_requests(state, pod))
+        n = rows.shape[0]
+        weights = self.scorer.weights
+        if self.strategy == LEAST_ALLOCATED:
+            return _least_array(requested, allocatable, weights, n)
+        if self.strategy == MOST_ALLOCATED:
+            return _most_array(requested, allocatable, weights, n)
+        return _rtcr_array(self.shape, requested, allocatable, weights, n)
+
+    def events_to_register(self) -> list[ClusterEvent]:
+        return [ClusterEvent("Pod", "Delete"), ClusterEvent("Node", "Add"), ClusterEvent("Node", "Update")]
+
+
+# --- NodeResourcesBalancedAllocation
+_BALANCED_KEY = "PreScoreNodeResourcesBalancedAllocation"
+
+
+class NodeResourcesBalancedAllocation(SchedulerPlugin, PreScorePlugin, ScorePlugin, VectorScore):
+    """Prefers nodes whose requested fractions of the configured resources stay close to each other."""
+
+    name = "NodeResourcesBalancedAllocation"
+    Args = NodeResourcesBalancedAllocationArgs
+
+    def __init__(self, args: NodeResourcesBalancedAllocationArgs, handle: Handle) -> None:  # type: ignore[override]
+        super().__init__(args, handle)
+        self.scorer = _AllocationScorer([(r.name, r.weight) for r in args.resources], use_requested=True)
+
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status:
+        requests = self.scorer.pod_requests(pod)
+        if not any(requests):
+            # Best-effort pods would all stack on the emptiest-looking node (kubernetes#129138).
+            return Status.skip()
+        state.write(_BALANCED_KEY, requests)
+        return Status.success()
+
+    def _pod_requests(self, state: CycleState, pod: PodInfo) -> list[int] | None:
+        found = state.get(_BALANCED_KEY)
+        if found is None:
+            found = self.scorer.pod_requests(pod)
+            if not any(found):
+                return None
+        return found  # type: ignore[no-any-return]
+
+    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> tuple[int, Status]:
+        requests = self._pod_requests(state, pod)
+        if requests is None:
+            return 0, Status.success()
+        requested, allocatable = self.scorer.node_values(node, requests)
+        return _balanced(requested, allocatable), Status.success()
+
+    def score_all(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: Int64Array) -> Int64Array:
+        requests = self._pod_requests(state, pod)
+        if requests is None:
+            return np.zeros(rows.shape[0], dtype=np.int64)
+        requested, allocatable = self.scorer.table_values(table, rows, requests)
+        return _balanced_array(requested, allocatable, rows.shape[0])
+
+
+__all__ = ["NodeResourcesBalancedAllocation", "NodeResourcesFit", "insufficient_resources", "tracked"]

@@ -1,0 +1,45 @@
+"""NodeUnschedulable: cordoned nodes (``spec.unschedulable``) take only pods tolerating
+``node.kubernetes.io/unschedulable:NoSchedule``."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from koord_framework.api.objects import PodInfo, Taint
+from koord_framework.api.selectors import tolerations_tolerate_taint
+from koord_framework.scheduler.interface import (
+    ClusterEvent,
+    CycleState,
+    EnqueueExtensions,
+    FilterPlugin,
+    NodeInfo,
+    NodeTable,
+    SchedulerPlugin,
+    VectorFilter,
+)
+from koord_framework.scheduler.status import Status
+from koord_framework.scheduler.table import BoolArray, Int64Array
+from koord_plugin_kubernetes._masks import take
+from koord_plugin_kubernetes._nodeindex import node_index
+
+ERR_REASON = "node(s) were unschedulable"
+UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
+
+
+class NodeUnschedulable(SchedulerPlugin, FilterPlugin, VectorFilter, EnqueueExtensions):
+    name = "NodeUnschedulable"
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        if node.node.unschedulable and not tolerations_tolerate_taint(pod.tolerations, UNSCHEDULABLE_TAINT):
+            return Status.unresolvable(ERR_REASON)
+        return Status.success()
+
+    def filter_all(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: Int64Array) -> BoolArray:
+        if tolerations_tolerate_taint(pod.tolerations, UNSCHEDULABLE_TAINT):
+            return np.ones(rows.shape[0], dtype=np.bool_)
+        index = node_index(self.handle)
+        index.refresh()
+        return ~take(index.unschedulable, rows)
+
+    def events_to_register(self) -> list[ClusterEvent]:
+        return [ClusterEvent("Node", "Add"), ClusterEvent("Node", "Update")]

@@ -1,0 +1,131 @@
+"""TaintToleration: NoSchedule/NoExecute taints a pod does not tolerate exclude the node; untolerated
+PreferNoSchedule taints lower its score (fewer is better, normalised in reverse)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from koord_framework.api.objects import PodInfo, Taint
+from koord_framework.api.selectors import (
+    DO_NOT_SCHEDULE_EFFECTS,
+    PREFER_NO_SCHEDULE,
+    find_untolerated_taint,
+    tolerations_tolerate_taint,
+)
+from koord_framework.scheduler.interface import (
+    ClusterEvent,
+    CycleState,
+    EnqueueExtensions,
+    FilterPlugin,
+    NodeInfo,
+    NodeScore,
+    NodeTable,
+    PreScorePlugin,
+    SchedulerPlugin,
+    ScoreExtensions,
+    ScorePlugin,
+    VectorFilter,
+    VectorScore,
+)
+from koord_framework.scheduler.status import MAX_NODE_SCORE, Status
+from koord_framework.scheduler.table import BoolArray, Int64Array
+from koord_plugin_kubernetes._nodeindex import NodeAttributeIndex, node_index
+from koord_plugin_kubernetes._normalize import default_normalize_score
+
+_PRE_SCORE_KEY = "PreScoreTaintToleration"
+
+
+def _tolerations_key(tolerations: Sequence[Mapping[str, Any]]) -> str:
+    return json.dumps(list(tolerations), sort_keys=True, default=str)
+
+
+def count_intolerable_prefer_no_schedule(
+    taints: Sequence[Taint], tolerations: Sequence[Mapping[str, Any]]
+) -> int:
+    return sum(
+        1 for t in taints if t.effect == PREFER_NO_SCHEDULE and not tolerations_tolerate_taint(tolerations, t)
+    )
+
+
+def _prefer_no_schedule_tolerations(tolerations: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    return [t for t in tolerations if not t.get("effect") or t.get("effect") == PREFER_NO_SCHEDULE]
+
+
+class TaintToleration(
+    SchedulerPlugin,
+    FilterPlugin,
+    VectorFilter,
+    PreScorePlugin,
+    ScorePlugin,
+    VectorScore,
+    ScoreExtensions,
+    EnqueueExtensions,
+):
+    name = "TaintToleration"
+
+    def __init__(self, args: Any, handle: Any) -> None:
+        super().__init__(args, handle)
+        # (index epoch, tolerations) -> per taint-signature verdicts; replicas share tolerations.
+        self._verdicts: dict[str, tuple[int, Int64Array, Int64Array]] = {}
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        taint = find_untolerated_taint(node.node.taints, pod.tolerations, DO_NOT_SCHEDULE_EFFECTS)
+        if taint is None:
+            return Status.success()
+        assert isinstance(taint, Taint)
+        return Status.unresolvable(f"node(s) had untolerated taint {{{taint.key}: {taint.value}}}")
+
+    def _by_signature(self, index: NodeAttributeIndex, pod: PodInfo) -> tuple[Int64Array, Int64Array]:
+        """Per taint signature: 1 when it blocks the pod, and its count of untolerated PreferNoSchedule taints."""  # noqa: E501
+        key = _tolerations_key(pod.tolerations)
+        cached = self._verdicts.get(key)
+        sigs = index.taint_sig_list
+        if cached is not None and cached[0] == index.epoch and cached[1].shape[0] == len(sigs):
+            return cached[1], cached[2]
+        prefer = _prefer_no_schedule_tolerations(pod.tolerations)
+        blocked = np.array(
+            [find_untolerated_taint(t, pod.tolerations, DO_NOT_SCHEDULE_EFFECTS) is not None for t in sigs],
+            dtype=np.int64,
+        )
+        counts = np.array([count_intolerable_prefer_no_schedule(t, prefer) for t in sigs], dtype=np.int64)
+        if len(self._verdicts) > 1024:
+            self._verdicts.clear()
+        self._verdicts[key] = (index.epoch, blocked, counts)
+        return blocked, counts
+
+    def filter_all(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: Int64Array) -> BoolArray:
+        index = node_index(self.handle)
+        index.refresh()
+        blocked, _ = self._by_signature(index, pod)
+        passes: BoolArray = blocked[index.taint_sig[rows]] == 0
+        return passes
+
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status:
+        state.write(_PRE_SCORE_KEY, _prefer_no_schedule_tolerations(pod.tolerations))
+        return Status.success()
+
+    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> tuple[int, Status]:
+        tolerations = state.get(_PRE_SCORE_KEY)
+        if tolerations is None:
+            tolerations = _prefer_no_schedule_tolerations(pod.tolerations)
+        return count_intolerable_prefer_no_schedule(node.node.taints, tolerations), Status.success()
+
+    def score_all(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: Int64Array) -> Int64Array:
+        index = node_index(self.handle)
+        index.refresh()
+        _, counts = self._by_signature(index, pod)
+        return counts[index.taint_sig[rows]]
+
+    def score_extensions(self) -> ScoreExtensions:
+        return self
+
+    def normalize_score(self, state: CycleState, pod: PodInfo, scores: list[NodeScore]) -> Status:
+        default_normalize_score(MAX_NODE_SCORE, True, scores)
+        return Status.success()
+
+    def events_to_register(self) -> list[ClusterEvent]:
+        return [ClusterEvent("Node", "Add"), ClusterEvent("Node", "Update"), ClusterEvent("Pod", "Update")]
