@@ -1,0 +1,238 @@
+"""``koord koordlet``: run the node agent for one node.
+
+    koord koordlet --node-name NAME (--cluster PATH... | --kubeconfig [FILE]) [--host-root DIR]
+                   [--config FILE] [--once] [--duration SECONDS] [--output text|json|yaml]
+
+The agent reads the host under ``--host-root`` (default ``/``; the configuration's ``hostPaths`` are taken
+relative to it), the node's pods, NodeSLO, NodeResourceTopology and NodeMetric from the cluster (manifests
+loaded into the embedded cluster with ``--cluster``, or a real API server with ``--kubeconfig``), and runs
+the QoS strategies the configuration names (default: ``BECPUSuppress`` and ``CPUBurst``, Koordinator's
+default-on features, if installed).
+
+``--once`` runs one round -- two metric collections one interval apart, every strategy once, the NodeMetric
+report -- and prints what was measured, decided, written and evicted. Without it the agent runs until
+interrupted (or for ``--duration`` seconds), printing each decision, write and eviction as it happens.
+
+Exit status: 0 ok, 1 a strategy or report failed during ``--once``, 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Any, TextIO
+
+import yaml
+
+from koord_framework.cluster.port import ClusterPort
+from koord_framework.koordlet.agent import (
+    AgentOptions,
+    KoordletAgent,
+    RoundReport,
+    StrategySpec,
+    host_paths_from_config,
+    strategies_from_config,
+)
+from koord_framework.koordlet.hostpaths import HostPaths
+
+EXIT_OK, EXIT_PROBLEM, EXIT_BAD_INPUT = 0, 1, 2
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "koordlet",
+        help="run the node agent (QoS strategies, metrics, NodeMetric report) for one node",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--node-name", metavar="NAME", help="the node to run for (default: config nodeName, $NODE_NAME)"
+    )
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument(
+        "--cluster", action="append", metavar="PATH", help="manifest file or folder (repeatable)"
+    )
+    source.add_argument(
+        "--kubeconfig",
+        nargs="?",
+        const="",
+        metavar="FILE",
+        help="a real cluster (no FILE: default kubeconfig)",
+    )
+    parser.add_argument("--host-root", metavar="DIR", help="where the host's / is mounted (default: /)")
+    parser.add_argument("--config", metavar="FILE", help="a KoordletConfiguration (bare or in a ConfigMap)")
+    parser.add_argument("--once", action="store_true", help="run one round and print it")
+    parser.add_argument("--duration", type=float, metavar="SECONDS", help="stop after this long")
+    parser.add_argument("--output", "-o", choices=("text", "json", "yaml"), default="text")
+    parser.add_argument(
+        "--create-node-metric", action="store_true", help="create the NodeMetric when the cluster has none"
+    )
+    parser.set_defaults(func=run)
+
+
+def _bad_input(message: str) -> int:
+    print(f"koord koordlet: error: {message}", file=sys.stderr)
+    return EXIT_BAD_INPUT
+
+
+def run(args: argparse.Namespace) -> int:
+    loaded = None
+    if args.config:
+        from koord_framework.config.loader import load_koordlet_config
+
+        loaded = load_koordlet_config(args.config)
+    node = args.node_name or (loaded.config.node_name if loaded else None) or os.environ.get("NODE_NAME")
+    if not node:
+        return _bad_input("no node name: give --node-name, nodeName in --config, or $NODE_NAME")
+    if args.host_root is not None and not Path(args.host_root).is_dir():
+        return _bad_input(f"--host-root {args.host_root}: not a directory")
+    cluster = _cluster(args)
+    if loaded is not None:
+        host = host_paths_from_config(loaded.config, args.host_root)
+        options = AgentOptions.from_config(loaded.config, create_node_metric=args.create_node_metric)
+        strategies: list[StrategySpec] | None = strategies_from_config(loaded)
+    else:
+        host = HostPaths.under(args.host_root or "/")
+        options = AgentOptions(create_node_metric=args.create_node_metric)
+        strategies = None
+    agent = KoordletAgent(node, cluster, host=host, options=options, strategies=strategies)
+    if cluster is not None and cluster.try_get("Node", node) is None:
+        print(f"koord koordlet: warning: the cluster has no Node {node!r}", file=sys.stderr)
+    if args.once:
+        report = agent.run_once()
+        _print_report(report, agent, args.output, sys.stdout)
+        return EXIT_PROBLEM if report.errors and _strategy_failed(report, agent) else EXIT_OK
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    agent.run(stop, duration=args.duration, on_step=lambda r: _print_events(r, args.output, sys.stdout))
+    return EXIT_OK
+
+
+def _cluster(args: argparse.Namespace) -> ClusterPort | None:
+    if args.cluster:
+        from koord_framework.cluster.memory import MemoryCluster
+
+        return MemoryCluster.from_paths(args.cluster)
+    if args.kubeconfig is not None:
+        from koord_framework.cluster.kube.adapter import KubeCluster
+
+        return KubeCluster.from_kubeconfig(args.kubeconfig or None, component="koordlet")
+    return None
+
+
+def _strategy_failed(report: RoundReport, agent: KoordletAgent) -> bool:
+    names = {s.name for s in agent.strategies}
+    return any(e.split(":", 1)[0] in names or e.startswith("NodeMetric") for e in report.errors)
+
+
+# --- printing ----------------------------------------------------------------------------------------------
+
+
+def _print_report(report: RoundReport, agent: KoordletAgent, output: str, out: TextIO) -> None:
+    data = report.as_dict()
+    data = {"node": agent.node_name, "host": agent.host.describe(), "cgroup": _layout(agent), **data}
+    if output == "json":
+        json.dump(data, out, indent=2, default=str)
+        out.write("\n")
+        return
+    if output == "yaml":
+        yaml.safe_dump(json.loads(json.dumps(data, default=str)), out, sort_keys=False)
+        return
+    w = out.write
+    w(
+        f"koordlet {agent.node_name}: one round ({_layout(agent)}, strategies: "
+        f"{', '.join(s.name for s in agent.strategies) or 'none'})\n"
+    )
+    w("measured:\n")
+    m = report.collected
+    if m is not None:
+        node_cpu = f"{m.node_cpu:.3f} cores" if m.node_cpu is not None else "n/a (first sample)"
+        node_mem = _bytes(m.node_memory)
+        w(f"  node: cpu {node_cpu}, memory {node_mem}\n")
+        if m.system_cpu is not None:
+            w(f"  system: cpu {m.system_cpu:.3f} cores\n")
+        for meta in agent.state.pods:
+            if meta.uid in m.pod_cpu or meta.uid in m.pod_memory:
+                cpu = m.pod_cpu.get(meta.uid)
+                cpu_text = f"{cpu:.3f} cores" if cpu is not None else "n/a"
+                w(
+                    f"  pod {meta.key} ({meta.raw_qos.value or meta.pod.qos_class.value}): cpu {cpu_text}, "
+                    f"memory {_bytes(m.pod_memory.get(meta.uid))}\n"
+                )
+        if m.be_cpu_real_limit_milli is not None:
+            w(
+                f"  best-effort: used {m.be_cpu_usage_milli}m, requested {m.be_cpu_request_milli}m, "
+                f"may use {m.be_cpu_real_limit_milli}m\n"
+            )
+    w("decided:\n")
+    for d in report.decisions:
+        w(f"  {d.strategy}: {d.summary}{_details(d.details)}\n")
+    if not report.decisions:
+        w("  (nothing)\n")
+    w("wrote:\n")
+    for rec in report.writes:
+        w(
+            f"  {rec.path}: {rec.old} -> {rec.new} ({rec.status.value}; {rec.owner}: {rec.reason})"
+            f"{' error: ' + rec.error if rec.error else ''}\n"
+        )
+    if not report.writes:
+        w("  (nothing changed)\n")
+    w("evicted:\n")
+    for e in report.evictions:
+        w(f"  {e.namespace}/{e.name}: {e.reason}{'' if e.ok else ' (refused: ' + str(e.error) + ')'}\n")
+    if not report.evictions:
+        w("  (nobody)\n")
+    if report.node_metric is not None:
+        usage = (report.node_metric.get("nodeMetric") or {}).get("nodeUsage") or {}
+        w(
+            f"NodeMetric: status written (nodeUsage {usage.get('resources', {})}, "
+            f"{len(report.node_metric.get('podsMetric') or [])} pod(s))\n"
+        )
+    if report.errors:
+        w("errors:\n")
+        for err in report.errors:
+            w(f"  {err}\n")
+
+
+def _print_events(report: RoundReport, output: str, out: TextIO) -> None:
+    events: list[dict[str, Any]] = []
+    events += [{"decided": d.as_dict()} for d in report.decisions]
+    events += [{"wrote": r.as_dict()} for r in report.writes]
+    events += [{"evicted": e.as_dict()} for e in report.evictions]
+    events += [{"error": e} for e in report.errors]
+    for ev in events:
+        if output == "text":
+            ((kind, body),) = ev.items()
+            out.write(f"{kind}: {json.dumps(body, default=str)}\n")
+        else:
+            out.write(json.dumps(ev, default=str) + "\n")
+    out.flush()
+
+
+def _layout(agent: KoordletAgent) -> str:
+    return f"cgroup v{int(agent.layout.version)}, {agent.layout.driver.value} driver"
+
+
+def _bytes(n: int | None) -> str:
+    if n is None:
+        return "n/a"
+    for unit, size in (("Gi", 1024**3), ("Mi", 1024**2), ("Ki", 1024)):
+        if abs(n) >= size:
+            return f"{n / size:.2f}{unit}"
+    return f"{n}B"
+
+
+def _details(details: dict[str, Any]) -> str:
+    if not details:
+        return ""
+    text = json.dumps(details, default=str, separators=(", ", ": "))
+    return " " + (text if len(text) < 400 else text[:397] + "...")
+
+
+__all__ = ["register", "run"]

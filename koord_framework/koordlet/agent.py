@@ -1,0 +1,400 @@
+"""The koordlet: one node agent loop on the agent's clock.
+
+Each ``step(now)`` does what is due, in this order, so strategies always see the samples of the same step:
+
+1. refresh the node snapshot (pods, Node, NodeSLO, NodeResourceTopology, NodeMetric spec) from the
+   states informer;
+2. collect metrics (every ``collectResUsedIntervalSeconds``) and the CPU topology (every minute);
+3. tick every QoS strategy whose interval elapsed -- ``tick(now)`` when its NodeSLO switch is on,
+   ``on_disabled(now)`` when off; an exception is logged and counted, never fatal;
+4. report the NodeMetric status (every ``metricCollectPolicy.reportIntervalSeconds``);
+5. housekeeping: drop expired series and forget evicted pods that left.
+
+``run()`` repeats steps until stopped, sleeping until the next due task; ``run_once()`` is one full round
+(two collections one interval apart, so CPU rates exist, then every strategy once and a report) and returns
+what was measured, decided, written and evicted.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Histogram
+from pydantic import ValidationError as PydanticValidationError
+
+from koord_framework.cluster.clock import Clock, WallClock
+from koord_framework.cluster.port import ClusterPort
+from koord_framework.config.koordlet import KoordletConfiguration
+from koord_framework.config.loader import LoadedKoordletConfig
+from koord_framework.errors import KoordError, Problem, ValidationError
+from koord_framework.koordlet.cgroups import CgroupDriver, CgroupLayout, CgroupVersion
+from koord_framework.koordlet.eviction import EvictionRecord, Evictor
+from koord_framework.koordlet.executor import AuditRecord, ResourceExecutor
+from koord_framework.koordlet.hostpaths import HostPaths
+from koord_framework.koordlet.metrics.cache import MetricCache
+from koord_framework.koordlet.metrics.collector import NODE_CPU_INFO_KEY, CollectResult, ResourceCollector
+from koord_framework.koordlet.metrics.reporter import NodeMetricReporter
+from koord_framework.koordlet.qos import Decision, QOSContext, QOSStrategy
+from koord_framework.koordlet.states import NodeState, StatesInformer
+from koord_framework.koordlet.system import HostReadError, read_node_cpu_info
+from koord_framework.plugin import PluginArgs
+from koord_framework.registry import PluginRegistry
+
+log = logging.getLogger(__name__)
+
+__all__ = ["DEFAULT_STRATEGIES", "AgentOptions", "KoordletAgent", "RoundReport", "StrategySpec"]
+
+DEFAULT_STRATEGIES: tuple[str, ...] = ("BECPUSuppress", "CPUBurst")
+"""Koordinator's default-on QoS features (``BECPUSuppress``, ``CPUBurst``); the eviction ones default off.
+Used by ``koord koordlet`` when no ``--config`` names strategies."""
+
+StrategySpec = type[QOSStrategy] | tuple[type[QOSStrategy], Any]
+"""A strategy class, or ``(class, args)`` where args is a mapping or an ``Args`` instance."""
+
+
+@dataclass(frozen=True, slots=True)
+class AgentOptions:
+    """Knobs of the agent loop (Koordinator's koordlet flags). ``from_config`` takes the ones a
+    ``KoordletConfiguration`` carries; the rest keep Koordinator's defaults."""
+
+    collect_interval_seconds: float = 1.0
+    """Seconds between two metric collections (``CollectResUsedInterval``)."""
+    report_interval_seconds: float = 60.0
+    """Default NodeMetric report interval; the NodeMetric's ``metricCollectPolicy`` overrides it."""
+    cpu_info_interval_seconds: float = 60.0
+    metric_retention_seconds: float = 1800.0
+    """History per series: must cover the longest NodeMetric aggregation window (30 min by default)."""
+    metric_expire_seconds: float = 1800.0
+    """Series not updated for this long (pods that left) are dropped (``--metric-expire-seconds``)."""
+    report_node_metric: bool = True
+    create_node_metric: bool = False
+    """Create the NodeMetric when missing (normally the SLO controller does; handy when embedded)."""
+    resource_force_update_seconds: float = 60.0
+    """A cacheable write is repeated after this long even when unchanged (``ResourceForceUpdateSeconds``)."""
+    cgroup_version: int | None = None
+    cgroup_driver: str | None = None
+    dry_run_eviction: bool = False
+    prediction_cold_start_seconds: float = 86400.0
+    prediction_safety_margin_percent: int = 10
+
+    @classmethod
+    def from_config(cls, cfg: KoordletConfiguration, **overrides: Any) -> AgentOptions:
+        values: dict[str, Any] = {
+            "collect_interval_seconds": float(cfg.collect_res_used_interval),
+            "report_interval_seconds": float(cfg.report_interval),
+            "cgroup_driver": cfg.cgroup_driver,
+        }
+        values.update(overrides)
+        return cls(**values)
+
+
+def host_paths_from_config(cfg: KoordletConfiguration, root: str | None = None) -> HostPaths:
+    """The configured roots (``hostPaths``), re-rooted under ``root`` when given (``--host-root``). sysfs is
+    taken as the directory two levels above the resctrl mount (``/sys/fs/resctrl`` -> ``/sys``)."""
+    hp = cfg.host_paths
+    base = Path(root) if root else Path("/")
+
+    def under(path: str) -> Path:
+        return base / path.lstrip("/")
+
+    resctrl = under(hp.resctrl_root)
+    return HostPaths(
+        proc=under(hp.proc_root), cgroup=under(hp.cgroup_root), sys=resctrl.parent.parent, resctrl=resctrl
+    )
+
+
+def strategies_from_config(loaded: LoadedKoordletConfig) -> list[StrategySpec]:
+    """The enabled strategies of a loaded configuration, as (class, validated args)."""
+    out: list[StrategySpec] = []
+    for resolved in loaded.qos_strategies:
+        if not issubclass(resolved.cls, QOSStrategy):
+            raise ValidationError(
+                loaded.source, [Problem(f"qosStrategies[{resolved.name}].name", "is not a QoS strategy")]
+            )
+        out.append((resolved.cls, resolved.args))
+    return out
+
+
+@dataclass(slots=True)
+class RoundReport:
+    """What one step (or ``run_once``) measured, decided, wrote and evicted."""
+
+    time: float
+    collected: CollectResult | None = None
+    ran: list[str] = field(default_factory=list)
+    decisions: list[Decision] = field(default_factory=list)
+    writes: list[AuditRecord] = field(default_factory=list)
+    evictions: list[EvictionRecord] = field(default_factory=list)
+    node_metric: dict[str, Any] | None = None
+    errors: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "time": self.time,
+            "measured": self.collected.as_dict() if self.collected else None,
+            "strategies": list(self.ran),
+            "decided": [d.as_dict() for d in self.decisions],
+            "wrote": [w.as_dict() for w in self.writes],
+            "evicted": [e.as_dict() for e in self.evictions],
+            "nodeMetricStatus": self.node_metric,
+            "errors": list(self.errors),
+        }
+
+
+class KoordletAgent:
+    """The node agent for one node. Build, ``start()``, then ``step``/``run``/``run_once``."""
+
+    def __init__(
+        self,
+        node_name: str,
+        cluster: ClusterPort | None,
+        *,
+        host: HostPaths,
+        options: AgentOptions | None = None,
+        clock: Clock | None = None,
+        registry: CollectorRegistry | None = None,
+        strategies: Sequence[StrategySpec] | None = None,
+        qos_registry: PluginRegistry | None = None,
+        layout: CgroupLayout | None = None,
+    ) -> None:
+        self.node_name = node_name
+        self.cluster = cluster
+        self.host = host
+        self.options = options or AgentOptions()
+        self.clock: Clock = clock or WallClock()
+        self.registry = registry or CollectorRegistry()
+        cfg = self.options
+        self.layout = layout or CgroupLayout.detect(
+            host,
+            CgroupVersion(cfg.cgroup_version) if cfg.cgroup_version else None,
+            CgroupDriver(cfg.cgroup_driver) if cfg.cgroup_driver else None,
+        )
+        self.metrics = MetricCache(
+            retention_seconds=cfg.metric_retention_seconds,
+            interval_seconds=cfg.collect_interval_seconds,
+            expire_seconds=cfg.metric_expire_seconds,
+        )
+        self.executor = ResourceExecutor(
+            self.layout,
+            clock=self.clock,
+            force_update_seconds=cfg.resource_force_update_seconds,
+            registry=self.registry,
+        )
+        self.evictor = Evictor(
+            cluster, clock=self.clock, dry_run=cfg.dry_run_eviction, registry=self.registry
+        )
+        self.collector = ResourceCollector(host, self.layout, self.metrics)
+        self.reporter = NodeMetricReporter(
+            self.metrics,
+            cold_start_seconds=cfg.prediction_cold_start_seconds,
+            safety_margin_percent=cfg.prediction_safety_margin_percent,
+            default_report_interval_seconds=cfg.report_interval_seconds,
+        )
+        self.informer = StatesInformer(cluster, node_name, self.layout) if cluster is not None else None
+        self._state = NodeState(node_name)
+        self.context = QOSContext(
+            node_name=node_name,
+            host=host,
+            layout=self.layout,
+            executor=self.executor,
+            metrics=self.metrics,
+            evictor=self.evictor,
+            clock=self.clock,
+            state_provider=lambda: self._state,
+            registry=self.registry,
+            collect_interval_seconds=cfg.collect_interval_seconds,
+            cluster=cluster,
+        )
+        self.strategies: list[QOSStrategy] = self._build_strategies(strategies, qos_registry)
+        self._tick_seconds = Histogram(
+            "koordlet_qos_strategy_duration_seconds",
+            "Time one QoS strategy round took, by strategy and outcome.",
+            ["strategy", "status"],
+            registry=self.registry,
+        )
+        self._due: dict[str, float] = {}
+        self._started = False
+
+    # --- construction -----------------------------------------------------------------------------------
+    def _build_strategies(
+        self, specs: Sequence[StrategySpec] | None, qos_registry: PluginRegistry | None
+    ) -> list[QOSStrategy]:
+        if specs is None:
+            registry = qos_registry or PluginRegistry.discover("qos")
+            specs = [
+                cls
+                for cls in registry.load([n for n in DEFAULT_STRATEGIES if n in registry])
+                if issubclass(cls, QOSStrategy)
+            ]
+        out: list[QOSStrategy] = []
+        for i, spec in enumerate(specs):
+            cls, raw = spec if isinstance(spec, tuple) else (spec, None)
+            try:
+                args: PluginArgs = cls.parse_args(raw)
+            except PydanticValidationError as err:
+                problems = [
+                    Problem(
+                        f"qosStrategies[{i}][{cls.name}].args." + ".".join(str(p) for p in e["loc"]), e["msg"]
+                    )
+                    for e in err.errors(include_url=False)
+                ]
+                raise ValidationError("KoordletConfiguration", problems) from None
+            out.append(cls(args, self.context))
+        return out
+
+    # --- lifecycle ----------------------------------------------------------------------------------------
+    @property
+    def state(self) -> NodeState:
+        return self._state
+
+    def set_state(self, state: NodeState) -> None:
+        """Use a given snapshot (tests and embedding without a cluster port)."""
+        self._state = state
+
+    def start(self, *, watch: bool = True) -> None:
+        if self._started:
+            return
+        if self.informer is not None:
+            self.informer.start(watch=watch)
+            self._state = self.informer.snapshot()
+        self._refresh_cpu_info()
+        self._started = True
+
+    def stop(self) -> None:
+        if self.informer is not None:
+            self.informer.stop()
+
+    def _refresh_cpu_info(self) -> None:
+        try:
+            info = read_node_cpu_info(self.host)
+        except HostReadError as err:
+            log.warning("cannot read the CPU topology: %s", err)
+            return
+        self.metrics.set(NODE_CPU_INFO_KEY, info)
+        if info.processors:
+            self.executor.node_cpus = info.cpu_ids
+
+    def _due_now(self, name: str, now: float, interval: float) -> bool:
+        due = self._due.get(name)
+        if due is not None and now < due:
+            return False
+        # Non-sliding schedule; after a long stall, restart from now instead of running a backlog.
+        nxt = (due + interval) if due is not None else now + interval
+        self._due[name] = nxt if nxt > now else now + interval
+        return True
+
+    # --- one step ---------------------------------------------------------------------------------------
+    def step(self, now: float | None = None) -> RoundReport:
+        if not self._started:
+            self.start()
+        now = self.clock.now() if now is None else now
+        report = RoundReport(time=now)
+        if self.informer is not None:
+            self._state = self.informer.snapshot()
+            report.errors.extend(self.informer.errors)
+        cfg = self.options
+        if self._due_now("cpuinfo", now, cfg.cpu_info_interval_seconds):
+            self._refresh_cpu_info()
+        if self._due_now("collect", now, cfg.collect_interval_seconds):
+            report.collected = self.collector.collect(self._state, now)
+            report.errors.extend(report.collected.errors)
+        for strategy in self.strategies:
+            if self._due_now(f"qos/{strategy.name}", now, strategy.interval_seconds):
+                self._run_strategy(strategy, now, report)
+        if cfg.report_node_metric and self.cluster is not None:
+            policy = self.reporter.policy(self._state)
+            if self._due_now("report", now, policy.report_interval_seconds):
+                report.node_metric = self._report(now, report)
+        if self._due_now("gc", now, 60.0):
+            self.metrics.gc(now)
+            self.evictor.forget_gone(p.uid for p in self._state.pods)
+        report.decisions = self.context.decisions_since(now)
+        report.writes = self.executor.audit_since(now)
+        report.evictions = self.evictor.records_since(now)
+        return report
+
+    def _run_strategy(self, strategy: QOSStrategy, now: float, report: RoundReport) -> None:
+        started = time.perf_counter()
+        status = "ok"
+        try:
+            if strategy.enabled(self._state.node_slo):
+                strategy.tick(now)
+                report.ran.append(strategy.name)
+            else:
+                strategy.on_disabled(now)
+                report.ran.append(f"{strategy.name} (disabled by NodeSLO)")
+        except Exception as err:  # one broken strategy must not stop the node agent
+            status = "error"
+            log.exception("QoS strategy %s failed", strategy.name)
+            report.errors.append(f"{strategy.name}: {type(err).__name__}: {err}")
+        self._tick_seconds.labels(strategy.name, status).observe(time.perf_counter() - started)
+
+    def _report(self, now: float, report: RoundReport) -> dict[str, Any] | None:
+        assert self.cluster is not None
+        try:
+            return self.reporter.report(
+                self.cluster, self._state, now, create=self.options.create_node_metric
+            )
+        except KoordError as err:
+            report.errors.append(f"NodeMetric report: {err}")
+            return None
+
+    # --- loops ------------------------------------------------------------------------------------------
+    def run(
+        self,
+        stop: threading.Event | None = None,
+        *,
+        duration: float | None = None,
+        on_step: Callable[[RoundReport], None] | None = None,
+    ) -> None:
+        """Step until ``stop`` is set or ``duration`` seconds of the agent's clock passed; ``on_step`` sees
+        every step's report."""
+        self.start()
+        stop = stop or threading.Event()
+        deadline = self.clock.now() + duration if duration is not None else None
+        while not stop.is_set():
+            now = self.clock.now()
+            if deadline is not None and now >= deadline:
+                break
+            report = self.step(now)
+            if on_step is not None:
+                on_step(report)
+            wake = min(self._due.values()) if self._due else now + 1.0
+            if deadline is not None:
+                wake = min(wake, deadline)
+            delay = max(wake - self.clock.now(), 0.0)
+            if isinstance(self.clock, WallClock):
+                stop.wait(delay)
+            elif delay > 0:
+                self.clock.sleep(delay)
+        self.stop()
+
+    def run_once(self) -> RoundReport:
+        """One complete round: a baseline collection, one collect interval later a second one, then every
+        strategy once and the NodeMetric report. The report merges both collections' errors."""
+        self.start(watch=False)
+        begin = self.clock.now()
+        baseline = self.collector.collect(self._state, begin)
+        self.clock.sleep(self.options.collect_interval_seconds)
+        now = self.clock.now()
+        report = RoundReport(time=now)
+        report.errors.extend(baseline.errors)
+        if self.informer is not None:
+            self._state = self.informer.snapshot()
+            report.errors.extend(self.informer.errors)
+        report.collected = self.collector.collect(self._state, now)
+        report.errors.extend(e for e in report.collected.errors if e not in report.errors)
+        for strategy in self.strategies:
+            self._run_strategy(strategy, now, report)
+        if self.options.report_node_metric and self.cluster is not None:
+            report.node_metric = self._report(now, report)
+        report.decisions = self.context.decisions_since(begin)
+        report.writes = self.executor.audit_since(begin)
+        report.evictions = self.evictor.records_since(begin)
+        return report
