@@ -17,9 +17,12 @@ $(STAMP): pyproject.toml $(PLUGINS) $(NATIVE)
 	$(BIN)/python -m pip install -q -e '.[dev]' $(foreach p,$(PLUGINS),-e $(dir $(p))) $(if $(NATIVE),-e native)
 	@touch $(STAMP)
 
+# The main job: schedule the example cluster with Koordinator's profile, explaining nothing but the outcome.
 demo: $(STAMP)
 	$(BIN)/koord plugins list
-	$(BIN)/python -m koord_framework.cli.demo
+	$(BIN)/koord profile validate configs/scheduler/koord-scheduler.yaml
+	$(BIN)/koord profile validate configs/descheduler/koord-descheduler.yaml
+	$(BIN)/koord simulate --cluster configs/examples/cluster --seed 1 --now 2024-01-01T00:00:00Z
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
