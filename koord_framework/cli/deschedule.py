@@ -1,0 +1,334 @@
+"""``koord deschedule``: run descheduling cycles on a cluster described by manifests and report them.
+
+    koord deschedule --cluster PATH [--config FILE] [--dry-run] [--rounds N] [--output table|json]
+                     [--now RFC3339] [--then-schedule [--scheduler-config FILE]]
+
+The manifests (nodes, pods, NodeMetrics, PodDisruptionBudgets, workloads; files or folders, ``--cluster``
+may repeat) are loaded into the embedded cluster on a virtual clock starting at ``--now`` (default: the
+newest NodeMetric ``updateTime``, so the metrics are fresh; else the wall clock). The descheduler is built
+from ``--config`` (a DeschedulerConfiguration, bare or in Koordinator's ConfigMap; default
+``configs/descheduler/koord-descheduler.yaml``) and runs ``--rounds`` cycles (default 1) spaced by its
+``deschedulingInterval``; between cycles migration jobs progress and, as koordlet would, NodeMetrics drop
+the pods that left. ``--dry-run`` evicts nothing and changes nothing.
+
+Per round the report names the nodes balance plugins found over (high) and under (low) their thresholds,
+and every eviction with the plugin that asked and its reason; evictions that were refused follow. The
+JSON is a contract:
+
+    {"rounds": [{"round": 1, "nodes": {"high": [...], "low": [...]},
+                 "evictions": [{"pod": "ns/name", "node": "...", "plugin": "LowNodeLoad", "reason": "..."}]}]}
+
+with ``failedEvictions`` (same fields plus ``message``) and ``errors`` in a round only when it has some.
+``--then-schedule`` recreates the evicted pods as their controllers would, schedules them with the
+scheduler profile (``--scheduler-config``, default ``configs/scheduler/koord-scheduler.yaml``), and shows
+where they went and the load imbalance (mean, standard deviation, spread of node usage %) before and after;
+the JSON then has a ``schedule`` key.
+
+Exit status: 0 done, 1 a cycle reported errors, 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from koord_framework.cluster.clock import VirtualClock, parse_time
+from koord_framework.cluster.manifests import load_documents
+from koord_framework.cluster.memory import MemoryCluster
+from koord_framework.config.loader import load_descheduler_config
+from koord_framework.descheduler.descheduler import Descheduler
+from koord_framework.descheduler.handle import RoundReport
+from koord_framework.descheduler.simulation import (
+    Imbalance,
+    load_imbalance,
+    measured_usage,
+    pod_usage_of,
+    pods_by_node,
+    recreate_pods,
+    refresh_node_metrics,
+)
+from koord_framework.errors import KoordError
+
+EXIT_OK, EXIT_ERRORS, EXIT_BAD_INPUT = 0, 1, 2
+DEFAULT_CONFIG = Path("configs/descheduler/koord-descheduler.yaml")
+DEFAULT_SCHEDULER_CONFIG = Path("configs/scheduler/koord-scheduler.yaml")
+WIDTH = 100
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "deschedule",
+        help="run descheduling cycles on a cluster described by manifests",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--cluster",
+        action="append",
+        required=True,
+        metavar="PATH",
+        help="manifest file or folder (repeatable)",
+    )
+    parser.add_argument(
+        "--config", metavar="FILE", help=f"descheduler configuration (default: {DEFAULT_CONFIG})"
+    )
+    parser.add_argument("--dry-run", action="store_true", help="report what would be evicted; evict nothing")
+    parser.add_argument(
+        "--rounds", type=int, default=1, metavar="N", help="descheduling cycles to run (default 1)"
+    )
+    parser.add_argument("--output", "-o", choices=("table", "json"), default="table")
+    parser.add_argument(
+        "--now",
+        metavar="RFC3339",
+        help="where the virtual clock starts (default: the newest NodeMetric updateTime)",
+    )
+    parser.add_argument(
+        "--then-schedule",
+        action="store_true",
+        help="re-schedule the evicted pods and compare the load imbalance before and after",
+    )
+    parser.add_argument(
+        "--scheduler-config",
+        metavar="FILE",
+        help=f"scheduler configuration for --then-schedule (default: {DEFAULT_SCHEDULER_CONFIG})",
+    )
+    parser.set_defaults(func=run)
+
+
+def _default(path: Path) -> Path | None:
+    """A default file relative to the working directory, else to this source tree."""
+    if path.is_file():
+        return path
+    in_tree = Path(__file__).resolve().parents[2] / path
+    return in_tree if in_tree.is_file() else None
+
+
+def _bad_input(message: str) -> int:
+    print(f"koord deschedule: error: {message}", file=sys.stderr)
+    return EXIT_BAD_INPUT
+
+
+def _newest_metric_time(paths: list[str]) -> float | None:
+    newest = None
+    for doc in load_documents(paths):
+        if doc.obj.get("kind") != "NodeMetric":
+            continue
+        t = parse_time((doc.obj.get("status") or {}).get("updateTime"))
+        if t is not None and (newest is None or t > newest):
+            newest = t
+    return newest
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.rounds < 1:
+        return _bad_input(f"--rounds {args.rounds}: must be at least 1")
+    try:
+        now = parse_time(args.now) if args.now else None
+    except ValueError as exc:
+        return _bad_input(f"--now {args.now!r}: not an RFC 3339 time ({exc})")
+    config = Path(args.config) if args.config else _default(DEFAULT_CONFIG)
+    if config is None:
+        return _bad_input(f"no --config given and {DEFAULT_CONFIG} was not found")
+    sched_config: Path | None = None
+    if args.then_schedule:
+        sched_config = (
+            Path(args.scheduler_config) if args.scheduler_config else _default(DEFAULT_SCHEDULER_CONFIG)
+        )
+        if sched_config is None:
+            return _bad_input(f"no --scheduler-config given and {DEFAULT_SCHEDULER_CONFIG} was not found")
+    try:
+        loaded = load_descheduler_config(config)
+        sched_loaded = None
+        if sched_config is not None:
+            from koord_framework.config.loader import load_scheduler_config
+
+            sched_loaded = load_scheduler_config(sched_config)
+        if now is None:
+            now = _newest_metric_time(args.cluster) or time.time()
+        cluster = MemoryCluster(VirtualClock(now), seed=0)
+        cluster.load(args.cluster)
+        result = deschedule(
+            cluster, loaded, rounds=args.rounds, dry_run=args.dry_run, scheduler_config=sched_loaded
+        )
+    except KoordError as exc:
+        return _bad_input(str(exc))
+    if args.output == "json":
+        json.dump(result, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(render_table(result))
+    return EXIT_ERRORS if any(r.get("errors") for r in result["rounds"]) else EXIT_OK
+
+
+def deschedule(
+    cluster: MemoryCluster,
+    loaded: Any,
+    *,
+    rounds: int = 1,
+    dry_run: bool = False,
+    scheduler_config: Any = None,
+) -> dict[str, Any]:
+    """Run the cycles on ``cluster`` and, given a loaded scheduler configuration, re-schedule the evicted
+    pods; returns the report in the JSON contract's shape."""
+    originals = {
+        f"{p['metadata'].get('namespace') or 'default'}/{p['metadata']['name']}": p
+        for p in cluster.list("Pod")[0]
+    }
+    d = Descheduler.from_config(loaded, cluster, dry_run=True if dry_run else None)
+    # Everything loaded so far lives until the end; keep it out of the cyclic collector's full passes
+    # (with 150,000 pods those would cost more than a descheduling cycle).
+    gc.collect()
+    gc.freeze()
+    metrics_before = {
+        m.name: m for m in (d.services.cache.node_metric(n.name) for n in d.services.cache.nodes()) if m
+    }
+    placement_before = pods_by_node(cluster)
+    reports: list[RoundReport] = []
+    try:
+        for i in range(rounds):
+            start = cluster.clock.now()
+            reports.append(d.run_once())
+            last = i == rounds - 1
+            if d.descheduling_interval > 0 and not last:
+                d.settle(start + d.descheduling_interval)
+            else:
+                d.drain()
+            if not last and not d.dry_run:
+                refresh_node_metrics(cluster, cluster.clock.now())
+    finally:
+        d.close()
+        gc.unfreeze()
+    out: dict[str, Any] = {"rounds": [_round(r) for r in reports]}
+    if scheduler_config is not None:
+        gone = [
+            k for k in originals if cluster.try_get("Pod", k.split("/", 1)[1], k.split("/", 1)[0]) is None
+        ]
+        out["schedule"] = _schedule(
+            cluster, scheduler_config, originals, gone, metrics_before, placement_before
+        )
+    return out
+
+
+def _round(report: RoundReport) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "round": report.round,
+        "nodes": {"high": list(report.high), "low": list(report.low)},
+        "evictions": [e.as_dict() for e in report.evictions],
+    }
+    if report.failures:
+        entry["failedEvictions"] = [{**e.as_dict(), "message": e.message} for e in report.failures]
+    if report.errors:
+        entry["errors"] = list(report.errors)
+    return entry
+
+
+def _schedule(
+    cluster: MemoryCluster,
+    loaded: Any,
+    originals: dict[str, Any],
+    gone: list[str],
+    metrics_before: dict[str, Any],
+    placement_before: dict[str, set[str]],
+) -> dict[str, Any]:
+    from koord_framework.scheduler.scheduler import Scheduler
+
+    recreated = recreate_pods(cluster, originals, gone)
+    sched = Scheduler.from_config(cluster, loaded, seed=0, record_outcomes=True)
+    try:
+        sched.start()
+        sched.run_until_idle()
+    finally:
+        sched.close()
+    outcomes = {o.pod.key: o for o in sched.outcomes.values()}
+    placed = []
+    for key in recreated:
+        ns, name = key.split("/", 1)
+        pod = cluster.try_get("Pod", name, ns)
+        node = ((pod or {}).get("spec") or {}).get("nodeName") if pod else None
+        entry: dict[str, Any] = {"pod": key, "node": node or None}
+        if not node:
+            outcome = outcomes.get(key)
+            scheduler = ((pod or {}).get("spec") or {}).get("schedulerName") or "default-scheduler"
+            entry["message"] = (
+                outcome.message if outcome is not None else f"no scheduler profile is named {scheduler!r}"
+            )
+        placed.append(entry)
+    from koord_framework.api.objects import NodeRecord
+
+    nodes = [NodeRecord.from_manifest(n) for n in cluster.list("Node")[0]]
+    pod_usage = pod_usage_of(metrics_before.values())
+    before = load_imbalance(nodes, measured_usage(nodes, metrics_before, pod_usage, placement_before))
+    after = load_imbalance(nodes, measured_usage(nodes, metrics_before, pod_usage, pods_by_node(cluster)))
+    return {
+        "pods": placed,
+        "imbalance": {
+            "before": {i.resource: i.as_dict() for i in before},
+            "after": {i.resource: i.as_dict() for i in after},
+        },
+    }
+
+
+# --- table --------------------------------------------------------------------------------------------
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: max(width - 1, 0)] + "…"
+
+
+def _names(names: list[str]) -> str:
+    return ", ".join(names) if names else "-"
+
+
+def render_table(result: dict[str, Any]) -> str:
+    lines: list[str] = []
+    for r in result["rounds"]:
+        lines.append(f"Round {r['round']}")
+        lines.append(f"  high: {_names(r['nodes']['high'])}")
+        lines.append(f"  low:  {_names(r['nodes']['low'])}")
+        rows = [("EVICTED", e) for e in r["evictions"]] + [
+            ("FAILED", e) for e in r.get("failedEvictions", [])
+        ]
+        if rows:
+            pod_w = min(max(len("POD"), *(len(e["pod"]) for _, e in rows)), 32)
+            node_w = min(max(len("NODE"), *(len(e["node"]) for _, e in rows)), 16)
+            plugin_w = min(max(len("PLUGIN"), *(len(e["plugin"]) for _, e in rows)), 20)
+            reason_w = max(WIDTH - pod_w - node_w - plugin_w - 12, 20)
+            lines.append(f"  {'':<7} {'POD':<{pod_w}} {'NODE':<{node_w}} {'PLUGIN':<{plugin_w}} REASON")
+            for what, e in rows:
+                reason = e["reason"] + (f" ({e['message']})" if e.get("message") else "")
+                lines.append(
+                    f"  {what:<7} {_cut(e['pod'], pod_w):<{pod_w}} {_cut(e['node'], node_w):<{node_w}} "
+                    f"{_cut(e['plugin'], plugin_w):<{plugin_w}} {_cut(reason, reason_w)}".rstrip()
+                )
+        else:
+            lines.append("  no evictions")
+        for err in r.get("errors", []):
+            lines.append(f"  error: {err}")
+        lines.append("")
+    total = sum(len(r["evictions"]) for r in result["rounds"])
+    failed = sum(len(r.get("failedEvictions", [])) for r in result["rounds"])
+    lines.append(f"{total} eviction(s), {failed} refused, in {len(result['rounds'])} round(s)")
+    schedule = result.get("schedule")
+    if schedule is not None:
+        lines.append("")
+        lines.append("Re-scheduled")
+        for p in schedule["pods"]:
+            where = p["node"] or f"not scheduled: {p.get('message', '')}"
+            lines.append(f"  {p['pod']} -> {_cut(where, WIDTH - len(p['pod']) - 6)}")
+        lines.append("")
+        lines.append(
+            f"  {'RESOURCE':<10} {'':<7} {'MEAN %':>8} {'STDDEV':>8} {'MIN %':>8} {'MAX %':>8} {'SPREAD':>8}"
+        )
+        for when in ("before", "after"):
+            for res, s in schedule["imbalance"][when].items():
+                lines.append(
+                    f"  {res:<10} {when:<7} {s['mean']:>8.2f} {s['stddev']:>8.2f} {s['min']:>8.2f} "
+                    f"{s['max']:>8.2f} {s['spread']:>8.2f}"
+                )
+    return "\n".join(lines) + "\n"
+
+
+__all__ = ["Imbalance", "deschedule", "register", "render_table", "run"]

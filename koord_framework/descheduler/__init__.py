@@ -1,0 +1,46 @@
+"""The descheduler framework: extension points, profiles, the cycle, the limiter and the shared helpers
+(evictor filters, pod ordering, anomaly detection, node usage) its plugins build on."""
+
+from koord_framework.descheduler.descheduler import Descheduler
+from koord_framework.descheduler.framework import DeschedulerFramework, EvictionFailed, ProfileSpec
+from koord_framework.descheduler.handle import EvictionEntry, RoundReport, Services
+from koord_framework.descheduler.interface import (
+    EXTENSION_POINTS,
+    BackgroundPlugin,
+    BalancePlugin,
+    DeschedulePlugin,
+    DeschedulerPlugin,
+    EvictOptions,
+    Evictor,
+    EvictPlugin,
+    FilterPlugin,
+    Handle,
+    PreEvictionFilterPlugin,
+    Status,
+    list_pods_on_node,
+)
+from koord_framework.descheduler.limiter import EvictionLimiter
+
+__all__ = [
+    "EXTENSION_POINTS",
+    "BackgroundPlugin",
+    "BalancePlugin",
+    "DeschedulePlugin",
+    "Descheduler",
+    "DeschedulerFramework",
+    "DeschedulerPlugin",
+    "EvictOptions",
+    "EvictPlugin",
+    "EvictionEntry",
+    "EvictionFailed",
+    "EvictionLimiter",
+    "Evictor",
+    "FilterPlugin",
+    "Handle",
+    "PreEvictionFilterPlugin",
+    "ProfileSpec",
+    "RoundReport",
+    "Services",
+    "Status",
+    "list_pods_on_node",
+]
