@@ -7,6 +7,7 @@ this module).
 """
 
 from koord_framework.testing.fixtures.cluster import koord_builders, koord_clock, koord_cluster
+from koord_framework.testing.fixtures.descheduler import koord_descheduler_harness
 from koord_framework.testing.fixtures.koordlet import koord_host_tree
 from koord_framework.testing.fixtures.scheduler import koord_scheduler_harness
 
@@ -14,6 +15,7 @@ __all__ = [
     "koord_builders",
     "koord_clock",
     "koord_cluster",
+    "koord_descheduler_harness",
     "koord_host_tree",
     "koord_scheduler_harness",
 ]
