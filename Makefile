@@ -6,7 +6,7 @@ PLUGINS := $(sort $(wildcard plugins/*/pyproject.toml))
 NATIVE := $(wildcard native/pyproject.toml)
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint types imports pytest bench install clean
+.PHONY: demo test e2e lint types imports pytest bench install clean
 
 install: $(STAMP)
 
@@ -38,6 +38,13 @@ pytest: $(STAMP)
 	$(BIN)/pytest -q
 
 test: lint types imports pytest
+
+# End-to-end tests against a real kube-apiserver + etcd on loopback. Needs root the first time: installs etcd
+# from Debian's packages and builds kube-apiserver v1.20.2 once into /var/cache/koord-e2e (KOORD_E2E_CACHE).
+e2e: $(STAMP)
+	bash tests/e2e/setup.sh
+	BINS=kube-apiserver bash tests/e2e/build_apiserver.sh
+	$(BIN)/pytest -m e2e tests/e2e -q
 
 bench: $(STAMP)
 	$(BIN)/python -m bench

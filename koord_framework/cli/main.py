@@ -29,6 +29,7 @@ COMMAND_MODULES: list[str] = [
     "koord_framework.cli.simulate",
     "koord_framework.cli.deschedule",
     "koord_framework.cli.koordlet",
+    "koord_framework.cli.serve",
 ]
 """Modules that register a subcommand, in the order ``koord --help`` lists them."""
 

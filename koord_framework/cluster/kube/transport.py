@@ -1,0 +1,300 @@
+"""HTTP to the API server with raw JSON: the only place that touches the ``kubernetes`` client.
+
+The generated API methods of the client validate every argument with pydantic and build model objects
+(a ``V1Pod`` costs tens of KiB and a millisecond); the platform speaks JSON dicts (docs/adr/0001). So this
+module uses the client only for what it is good at, loading kubeconfig / in-cluster credentials (tokens,
+client certificates, exec plugins with refresh) and its urllib3 connection pool, and sends requests to
+resource paths it builds itself from the kinds table, reading every response body in full. A body left
+unread keeps its connection out of the pool, so each later request would open a new TLS connection
+(about 41 ms instead of 2-3 ms for a bind).
+
+Resource coordinates are discovered lazily: a kind whose canonical version is not served (PodDisruptionBudget
+is ``policy/v1beta1`` only on Kubernetes 1.20) falls back to an alternative version, and whether a kind has
+a ``status`` subresource is read from discovery rather than assumed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import warnings
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote, urlencode
+
+import urllib3
+from kubernetes import client as k8s_client
+from kubernetes import config as k8s_config
+
+from koord_framework.cluster.kinds import KINDS, KindInfo
+from koord_framework.cluster.kube.errors import KubeApiError, error_for_status
+from koord_framework.cluster.kube.ratelimit import TokenBucket
+from koord_framework.errors import ClusterError, NotFoundError
+
+__all__ = ["DEFAULT_BURST", "DEFAULT_QPS", "Resource", "Transport"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_QPS = 5000.0
+"""Client rate limit. kube-scheduler's default of 50 caps binding at about 50 pods/s."""
+DEFAULT_BURST = 10000
+DEFAULT_MAX_CONNECTIONS = 64
+"""Connections kept per API server: binders and evictors run in parallel threads."""
+
+# Versions to try, in order, when the canonical version of a kind is not served.
+_FALLBACK_VERSIONS: dict[str, tuple[str, ...]] = {
+    "PodDisruptionBudget": ("policy/v1beta1",),
+    "NodeResourceTopology": ("topology.node.k8s.io/v1alpha2",),
+    "PriorityClass": ("scheduling.k8s.io/v1beta1",),
+    "Lease": ("coordination.k8s.io/v1beta1",),
+}
+
+
+@dataclass(frozen=True)
+class Resource:
+    """Where a kind is served: the coordinates of its REST paths."""
+
+    kind: str
+    api_version: str
+    plural: str
+    namespaced: bool
+    has_status: bool
+
+    def path(self, namespace: str | None = None, name: str | None = None, sub: str | None = None) -> str:
+        root = f"/api/{self.api_version}" if "/" not in self.api_version else f"/apis/{self.api_version}"
+        parts = [root]
+        if self.namespaced and namespace:
+            parts.append(f"/namespaces/{quote(namespace, safe='')}")
+        parts.append(f"/{self.plural}")
+        if name is not None:
+            parts.append(f"/{quote(name, safe='')}")
+            if sub:
+                parts.append(f"/{sub}")
+        return "".join(parts)
+
+
+class Transport:
+    """Rate-limited JSON requests over the client's connection pool. Thread-safe."""
+
+    def __init__(
+        self,
+        api_client: Any,
+        *,
+        qps: float = DEFAULT_QPS,
+        burst: int = DEFAULT_BURST,
+        request_timeout: float = 30.0,
+        user_agent: str = "koord",
+    ) -> None:
+        self.api_client = api_client
+        self.configuration = api_client.configuration
+        self.host = str(self.configuration.host).rstrip("/")
+        self.limiter = TokenBucket(qps, burst)
+        self.request_timeout = request_timeout
+        self.user_agent = user_agent
+        self._resources: dict[str, Resource] = {}
+        self._discovery: dict[str, dict[str, dict[str, Any]] | None] = {}
+        self._lock = threading.Lock()
+        self.requests = 0
+
+    # --- construction --------------------------------------------------------------------------------
+    @classmethod
+    def from_kubeconfig(
+        cls,
+        kubeconfig: str | None = None,
+        *,
+        context: str | None = None,
+        qps: float = DEFAULT_QPS,
+        burst: int = DEFAULT_BURST,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        request_timeout: float = 30.0,
+        user_agent: str = "koord",
+    ) -> Transport:
+        """Credentials from ``kubeconfig``; without one, in-cluster (service account) credentials when
+        running in a pod, else ``$KUBECONFIG`` or ``~/.kube/config``."""
+        configuration = k8s_client.Configuration()
+        if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
+            k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        else:
+            try:
+                k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
+                    config_file=kubeconfig,
+                    context=context,
+                    client_configuration=configuration,
+                    persist_config=False,
+                )
+            except (k8s_config.ConfigException, OSError) as err:
+                raise ClusterError(f"kubeconfig {kubeconfig or '(default)'}: {err}") from err
+        # Must be set before the pool is built: each binder thread needs its own connection.
+        configuration.connection_pool_maxsize = max_connections
+        if not configuration.verify_ssl:
+            # Said once here rather than by urllib3 on every request.
+            log.warning("kubeconfig %s: the server's certificate is not verified", kubeconfig or "(default)")
+            warnings.filterwarnings("ignore", category=urllib3.exceptions.InsecureRequestWarning)
+        return cls(
+            k8s_client.ApiClient(configuration),
+            qps=qps,
+            burst=burst,
+            request_timeout=request_timeout,
+            user_agent=user_agent,
+        )
+
+    def close(self) -> None:
+        self.api_client.rest_client.close()
+
+    # --- requests ------------------------------------------------------------------------------------
+    def _headers(self, content_type: str | None) -> dict[str, str]:
+        headers = {"Accept": "application/json", "User-Agent": self.user_agent}
+        if content_type:
+            headers["Content-Type"] = content_type
+        # The client's own auth settings: bearer token (refreshed by exec plugins through its hook) or basic
+        # auth; client certificates are in the connection pool instead.
+        for setting in self.configuration.auth_settings().values():
+            if setting.get("in") == "header" and setting.get("value"):
+                headers[str(setting["key"]).title()] = str(setting["value"])
+        return headers
+
+    def _url(self, path: str, query: Mapping[str, Any] | Sequence[tuple[str, Any]] | None) -> str:
+        url = self.host + path
+        if query:
+            items = query.items() if isinstance(query, Mapping) else query
+            clean = [(k, _query_value(v)) for k, v in items if v is not None]
+            if clean:
+                url += "?" + urlencode(clean)
+        return url
+
+    def raw(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, Any] | Sequence[tuple[str, Any]] | None = None,
+        body: Any = None,
+        content_type: str | None = None,
+        timeout: float | tuple[float, float] | None = None,
+        stream: bool = False,
+    ) -> tuple[int, Any]:
+        """One request. Returns ``(status, body bytes)``, or ``(status, urllib3 response)`` with
+        ``stream`` (the caller must read it to the end or close it)."""
+        self.limiter.wait()
+        self.requests += 1
+        if body is not None and content_type is None:
+            content_type = "application/json"
+        try:
+            response = self.api_client.rest_client.request(
+                method,
+                self._url(path, query),
+                headers=self._headers(content_type),
+                body=body,  # the client serialises JSON bodies itself
+                _request_timeout=timeout if timeout is not None else self.request_timeout,
+            )
+        except urllib3.exceptions.HTTPError as err:
+            raise KubeApiError(0, "ConnectionError", f"{method} {path}: {err}") from err
+        except k8s_client.ApiException as err:
+            raise KubeApiError(0, "ConnectionError", f"{method} {path}: {err.reason}") from err
+        if stream:
+            return response.status, response.response
+        try:
+            data = response.read()
+        except urllib3.exceptions.HTTPError as err:
+            raise KubeApiError(0, "ConnectionError", f"{method} {path}: {err}") from err
+        return response.status, data
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        what: str,
+        *,
+        query: Mapping[str, Any] | Sequence[tuple[str, Any]] | None = None,
+        body: Any = None,
+        content_type: str | None = None,
+        timeout: float | tuple[float, float] | None = None,
+    ) -> Any:
+        """A request whose non-2xx answer raises the port error (``what`` names the request in it);
+        returns the parsed JSON body (None when empty)."""
+        status, data = self.raw(
+            method, path, query=query, body=body, content_type=content_type, timeout=timeout
+        )
+        if not 200 <= status < 300:
+            raise error_for_status(status, data, what)
+        return json.loads(data) if data else None
+
+    # --- discovery -----------------------------------------------------------------------------------
+    def resource(self, kind: str) -> Resource:
+        """Where ``kind`` is served. Unknown kinds raise ``NotFoundError``; a kind the server does not
+        serve (CRD not installed) resolves to its canonical coordinates, so requests fail with 404."""
+        found = self._resources.get(kind)
+        if found is not None:
+            return found
+        info = KINDS.get(kind)
+        if info is None:
+            raise NotFoundError(f"unknown kind {kind!r}; known kinds: {', '.join(sorted(KINDS))}")
+        for api_version in (info.api_version, *_FALLBACK_VERSIONS.get(kind, ())):
+            listing = self._group_version(api_version)
+            if listing is not None and info.plural in listing:
+                entry = listing[info.plural]
+                resolved = Resource(
+                    kind=kind,
+                    api_version=api_version,
+                    plural=info.plural,
+                    namespaced=bool(entry.get("namespaced", info.namespaced)),
+                    has_status=f"{info.plural}/status" in listing,
+                )
+                with self._lock:
+                    self._resources[kind] = resolved
+                return resolved
+        # Not served (yet): do not cache, so a CRD installed later is found on the next call.
+        return self._canonical(info)
+
+    @staticmethod
+    def _canonical(info: KindInfo) -> Resource:
+        return Resource(info.kind, info.api_version, info.plural, info.namespaced, has_status=True)
+
+    def _group_version(self, api_version: str) -> dict[str, dict[str, Any]] | None:
+        with self._lock:
+            if api_version in self._discovery and self._discovery[api_version] is not None:
+                return self._discovery[api_version]
+        path = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
+        status, data = self.raw("GET", path)
+        listing: dict[str, dict[str, Any]] | None = None
+        if status == 200:
+            doc = json.loads(data)
+            listing = {str(r.get("name")): r for r in doc.get("resources") or () if isinstance(r, dict)}
+        elif status != 404:
+            raise error_for_status(status, data, f"discovery of {api_version}")
+        with self._lock:
+            self._discovery[api_version] = listing
+        return listing
+
+    def forget_discovery(self) -> None:
+        """Drop cached discovery (after installing CRDs, say)."""
+        with self._lock:
+            self._resources.clear()
+            self._discovery.clear()
+
+
+def _query_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def iter_lines(response: Any, chunk_size: int = 65536) -> Iterator[bytes]:
+    """The newline-delimited JSON documents of a watch stream, as they arrive."""
+    pending = b""
+    for chunk in response.stream(chunk_size, decode_content=True):
+        if not chunk:
+            continue
+        pending += chunk
+        while True:
+            cut = pending.find(b"\n")
+            if cut < 0:
+                break
+            line, pending = pending[:cut], pending[cut + 1 :]
+            if line.strip():
+                yield line
+    if pending.strip():
+        yield pending
