@@ -1,7 +1,8 @@
 """``koord koordlet``: run the node agent for one node.
 
     koord koordlet --node-name NAME (--cluster PATH... | --kubeconfig [FILE]) [--host-root DIR]
-                   [--config FILE] [--once] [--duration SECONDS] [--output text|json|yaml]
+                   [--config FILE] [--once] [--duration SECONDS] [--health-address HOST:PORT]
+                   [--output text|json|yaml]
 
 The agent reads the host under ``--host-root`` (default ``/``; the configuration's ``hostPaths`` are taken
 relative to it), the node's pods, NodeSLO, NodeResourceTopology and NodeMetric from the cluster (manifests
@@ -11,7 +12,14 @@ default-on features, if installed).
 
 ``--once`` runs one round -- two metric collections one interval apart, every strategy once, the NodeMetric
 report -- and prints what was measured, decided, written and evicted. Without it the agent runs until
-interrupted (or for ``--duration`` seconds), printing each decision, write and eviction as it happens.
+SIGTERM or SIGINT (or for ``--duration`` seconds), printing each decision, write and eviction as it happens,
+and serves on ``--health-address`` (default ``0.0.0.0:9316``, the port of Koordinator's koordlet ``-addr``,
+which is also accepted):
+
+* ``/healthz``: 200 while the process runs;
+* ``/readyz``: 200 once the agent has read the node's usage from the host and every QoS strategy has had
+  its first round;
+* ``/metrics``: the agent's own metrics (strategy durations, host writes, evictions).
 
 Exit status: 0 ok, 1 a strategy or report failed during ``--once``, 2 bad input.
 """
@@ -24,12 +32,15 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO
 
 import yaml
 
 from koord_framework.cluster.port import ClusterPort
+from koord_framework.health import HealthServer, parse_address
 from koord_framework.koordlet.agent import (
     AgentOptions,
     KoordletAgent,
@@ -41,6 +52,10 @@ from koord_framework.koordlet.agent import (
 from koord_framework.koordlet.hostpaths import HostPaths
 
 EXIT_OK, EXIT_PROBLEM, EXIT_BAD_INPUT = 0, 1, 2
+
+DEFAULT_HEALTH_ADDRESS = "0.0.0.0:9316"
+"""Koordinator's koordlet serves its metrics on ``-addr=:9316`` (``cmd/koordlet/options``); its chart's
+``koordlet.metrics.port`` is 9316 too."""
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -72,6 +87,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--create-node-metric", action="store_true", help="create the NodeMetric when the cluster has none"
     )
+    parser.add_argument(
+        "--health-address",
+        "--addr",
+        default=DEFAULT_HEALTH_ADDRESS,
+        metavar="HOST:PORT",
+        help=f"serve /healthz, /readyz and /metrics here unless --once (default: {DEFAULT_HEALTH_ADDRESS})",
+    )
     parser.set_defaults(func=run)
 
 
@@ -80,7 +102,9 @@ def _bad_input(message: str) -> int:
     return EXIT_BAD_INPUT
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, *, stop: threading.Event | None = None) -> int:
+    """The command. ``stop``, when given, ends the long-running agent when set (besides SIGTERM/SIGINT):
+    the way to stop it when embedded or run from a thread other than the main one."""
     loaded = None
     if args.config:
         from koord_framework.config.loader import load_koordlet_config
@@ -91,6 +115,8 @@ def run(args: argparse.Namespace) -> int:
         return _bad_input("no node name: give --node-name, nodeName in --config, or $NODE_NAME")
     if args.host_root is not None and not Path(args.host_root).is_dir():
         return _bad_input(f"--host-root {args.host_root}: not a directory")
+    if not args.once:
+        parse_address(args.health_address, "--health-address")  # a typo fails before the cluster is read
     cluster = _cluster(args)
     if loaded is not None:
         host = host_paths_from_config(loaded.config, args.host_root)
@@ -107,11 +133,85 @@ def run(args: argparse.Namespace) -> int:
         report = agent.run_once()
         _print_report(report, agent, args.output, sys.stdout)
         return EXIT_PROBLEM if report.errors and _strategy_failed(report, agent) else EXIT_OK
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
-    agent.run(stop, duration=args.duration, on_step=lambda r: _print_events(r, args.output, sys.stdout))
+    return _serve(agent, args, stop or threading.Event())
+
+
+def _serve(agent: KoordletAgent, args: argparse.Namespace, stop: threading.Event) -> int:
+    """The long-running agent with its health server, until ``stop`` (or SIGTERM/SIGINT, or
+    ``--duration``)."""
+    readiness = Readiness(s.name for s in agent.strategies)
+    # Liveness is "the process runs", deliberately not "a step finished recently": a restart throws away
+    # the in-memory metric history the NodeMetric aggregations and predictions are built from, and a step
+    # can be slow for a while when the API server is (the NodeMetric report waits on it).
+    health = HealthServer(
+        args.health_address, agent.registry, healthy=lambda: True, ready=readiness, flag="--health-address"
+    ).start()
+    print(f"koord koordlet: serving /healthz, /readyz and /metrics on port {health.port}", file=sys.stderr)
+
+    def on_step(report: RoundReport) -> None:
+        readiness.observe(report)
+        _print_events(report, args.output, sys.stdout)
+
+    try:
+        with _stop_on_signals(stop):
+            agent.run(stop, duration=args.duration, on_step=on_step)
+    finally:
+        health.close()
+        close = getattr(agent.cluster, "close", None)  # a real cluster's connections and watches
+        if callable(close):
+            close()
     return EXIT_OK
+
+
+class Readiness:
+    """``/readyz`` of the agent: ready once a step read the node's usage from the host and, from then on,
+    every QoS strategy has had its first round.
+
+    A strategy that raised still counts as having had its round: the agent contains such failures by
+    design (they show in the log and as ``status="error"`` in ``koordlet_qos_strategy_duration_seconds``),
+    and holding the pod unready for one would stall a DaemonSet rollout on a node where the rest of the
+    agent works. A host whose ``/proc`` cannot be read, by contrast, leaves every strategy blind: not ready.
+    Once ready it stays ready; the probe tells rollouts the agent came up, not how each round went.
+    """
+
+    def __init__(self, strategies: Iterable[str]) -> None:
+        self._pending = set(strategies)
+        self._host_read = False
+        self._ready = threading.Event()
+
+    def observe(self, report: RoundReport) -> None:
+        if self._ready.is_set():
+            return
+        if not self._host_read:
+            if report.collected is None or report.collected.node_memory is None:
+                return
+            self._host_read = True
+        # ``ran`` holds "Name" or "Name (disabled by NodeSLO)"; a strategy that raised is reported as
+        # "Name: ErrorType: message" in ``errors`` instead.
+        self._pending -= {entry.split(" ", 1)[0] for entry in report.ran}
+        self._pending -= {entry.split(":", 1)[0] for entry in report.errors}
+        if not self._pending:
+            self._ready.set()
+
+    def __call__(self) -> bool:
+        return self._ready.is_set()
+
+
+@contextmanager
+def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
+    """SIGTERM (the kubelet stopping the pod) and SIGINT set ``stop`` for the duration. Python accepts
+    handlers only in the main thread; elsewhere (the command embedded, a test) the caller's ``stop`` is
+    the way to end it."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            if handler is not None:
+                signal.signal(sig, handler)
 
 
 def _cluster(args: argparse.Namespace) -> ClusterPort | None:
@@ -235,4 +335,4 @@ def _details(details: dict[str, Any]) -> str:
     return " " + (text if len(text) < 400 else text[:397] + "...")
 
 
-__all__ = ["register", "run"]
+__all__ = ["DEFAULT_HEALTH_ADDRESS", "Readiness", "register", "run"]

@@ -29,13 +29,12 @@ import socket
 import sys
 import threading
 import uuid
-from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Protocol
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Gauge, generate_latest
+from prometheus_client import CollectorRegistry, Gauge
 
 from koord_framework.errors import KoordError
+from koord_framework.health import HealthServer  # re-exported: its first home was this module
 
 __all__ = ["HealthServer", "klog_level", "register"]
 
@@ -47,74 +46,7 @@ DEFAULT_ADDRESS = {"scheduler": "0.0.0.0:10251", "descheduler": "0.0.0.0:10251"}
 LEASE_NAMESPACE = "koordinator-system"
 
 
-# --- health, readiness and metrics -----------------------------------------------------------------------
-class HealthServer:
-    """``/healthz``, ``/readyz`` and ``/metrics`` over HTTP in a daemon thread.
-
-    ``healthy`` and ``ready`` are called per request; ``/metrics`` renders ``registry``. Port 0 picks a free
-    port (``port`` tells which).
-    """
-
-    def __init__(
-        self,
-        address: str,
-        registry: CollectorRegistry,
-        *,
-        healthy: Callable[[], bool] = lambda: True,
-        ready: Callable[[], bool] = lambda: True,
-    ) -> None:
-        host, _, port = address.rpartition(":")
-        if not port.isdigit():
-            raise KoordError(f"--address {address!r}: expected HOST:PORT")
-        self.registry = registry
-        self.healthy = healthy
-        self.ready = ready
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                path = self.path.split("?", 1)[0]
-                if path == "/metrics":
-                    self._answer(200, generate_latest(server.registry), CONTENT_TYPE_LATEST)
-                elif path in ("/healthz", "/livez"):
-                    ok = server.healthy()
-                    self._answer(200 if ok else 500, b"ok" if ok else b"unhealthy", "text/plain")
-                elif path == "/readyz":
-                    ok = server.ready()
-                    self._answer(200 if ok else 503, b"ok" if ok else b"not ready", "text/plain")
-                else:
-                    self._answer(404, b"not found", "text/plain")
-
-            def _answer(self, status: int, body: bytes, content_type: str) -> None:
-                self.send_response(status)
-                self.send_header("Content-Type", content_type)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, format: str, *args: Any) -> None:  # probes every few seconds: no access log
-                pass
-
-        try:
-            self._server = ThreadingHTTPServer((host or "0.0.0.0", int(port)), Handler)
-        except OSError as err:
-            raise KoordError(f"--address {address}: {err.strerror or err}") from err
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, name="health", daemon=True)
-
-    @property
-    def port(self) -> int:
-        return int(self._server.server_address[1])
-
-    def start(self) -> HealthServer:
-        self._thread.start()
-        return self
-
-    def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-
-
+# --- logging ---------------------------------------------------------------------------------------------
 def klog_level(verbosity: int) -> int:
     """klog's ``--v`` as a logging level: Koordinator's charts use 4 for debug detail, 0-3 for the usual."""
     return logging.DEBUG if verbosity >= 4 else logging.INFO

@@ -109,10 +109,11 @@ def test_components_and_their_identities() -> None:
         ]
         assert bindings, f"{account} is bound to no ClusterRole"
         find(objects, "ClusterRole", bindings[0]["roleRef"]["name"])
-        if kind == "Deployment":
-            probes = container(workload)
-            assert probes["livenessProbe"]["httpGet"]["path"] == "/healthz"
-            assert probes["readinessProbe"]["httpGet"]["path"] == "/readyz"
+        main = container(workload)
+        ports = {p["name"]: p["containerPort"] for p in main["ports"]}
+        for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
+            assert main[probe]["httpGet"]["path"] == path, f"{name} {probe}"
+            assert main[probe]["httpGet"]["port"] in ports, f"{name} {probe} names no container port"
 
 
 def _allowed(role: dict[str, Any], group: str, resource: str, verb: str) -> bool:
@@ -223,6 +224,15 @@ def test_values_flow_through() -> None:
     koordlet = find(objects, "DaemonSet", "koordlet")
     assert koordlet["spec"]["template"]["spec"]["nodeSelector"] == {"pool": "batch"}
     assert koordlet["spec"]["template"]["spec"]["tolerations"] == [{"operator": "Exists"}]
+    assert container(koordlet)["ports"] == [{"name": "http", "containerPort": 9999, "protocol": "TCP"}]
+    assert "--health-address=0.0.0.0:9999" in container(koordlet)["args"]
+
+
+def test_koordlet_serves_on_koordinators_metrics_port_by_default() -> None:
+    koordlet = container(find(render(), "DaemonSet", "koordlet"))
+    assert koordlet["ports"] == [{"name": "http", "containerPort": 9316, "protocol": "TCP"}]
+    assert koordlet["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
+    assert koordlet["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
 
 
 def _cli_parser() -> argparse.ArgumentParser:
@@ -254,6 +264,8 @@ def test_container_args_are_what_the_commands_accept(gates: str) -> None:
             assert args.feature_gates == gates
         else:
             assert args.kubeconfig == "" and args.node_name == "$(NODE_NAME)" and args.host_root == "/host"
+            assert args.health_address == f"0.0.0.0:{main['ports'][0]['containerPort']}"
+            assert not args.once, "the DaemonSet runs the serving agent"
 
 
 def test_defaults_leave_optional_fields_out() -> None:
