@@ -1,4 +1,6 @@
-"""``koord plugins list [--json]``: every installed plugin of every group, with where it comes from."""
+"""``koord plugins list [--json]``: every installed plugin of every group, with where it comes from;
+``koord plugins new NAME``: a new distribution from the template; ``koord plugins docs PATH [--check]``: the
+generated regions (args tables, included examples) of plugin READMEs."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ import json
 import sys
 import textwrap
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from koord_framework.errors import PluginError
@@ -35,7 +38,9 @@ class _Row:
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser("plugins", help="list installed plugins", description=__doc__)
+    parser = subparsers.add_parser(
+        "plugins", help="list installed plugins, render a new one, keep READMEs in step", description=__doc__
+    )
     sub = parser.add_subparsers(dest="plugins_command", metavar="SUBCOMMAND")
     parser.set_defaults(func=lambda _args: _usage(parser))
     lister = sub.add_parser(
@@ -53,11 +58,22 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--dest", default="plugins", help="directory to create the distribution in (default: plugins)"
     )
     new.set_defaults(func=run_new)
+    docs = sub.add_parser(
+        "docs",
+        help="regenerate (or, with --check, verify) the generated regions of plugin READMEs",
+        description=(
+            "Regenerate every <!-- args-table:Model --> and <!-- include:file --> region of each README "
+            "(or of DIR/README.md). Args models are found among the installed plugins by class name, or "
+            "given as module:Class. With --check nothing is written and the exit code is 1 when a region "
+            "is out of date."
+        ),
+    )
+    docs.add_argument("paths", nargs="+", metavar="PATH", help="a README.md, or a plugin directory")
+    docs.add_argument("--check", action="store_true", help="write nothing; exit 1 if anything is stale")
+    docs.set_defaults(func=run_docs)
 
 
 def run_new(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from koord_framework.templates import render_plugin
 
     try:
@@ -68,6 +84,35 @@ def run_new(args: argparse.Namespace) -> int:
     print(f"created {target}")
     print(f"next: pip install -e {target} && pytest {target}")
     return 0
+
+
+def run_docs(args: argparse.Namespace) -> int:
+    from koord_framework.docs.args_table import check_readme, installed_args_models, update_readme
+    from koord_framework.docs.plugin_readme import own_args_models
+    from koord_framework.errors import ValidationError
+
+    installed = installed_args_models()
+    failed = False
+    for raw in args.paths:
+        path = Path(raw)
+        readme = path / "README.md" if path.is_dir() else path
+        models = {**installed, **own_args_models(readme.parent)}
+        if args.check:
+            result = check_readme(readme, known=models)
+            print(str(result), file=sys.stdout if result.ok else sys.stderr)
+            if not result.ok:
+                print(f"  fix: koord plugins docs {raw}", file=sys.stderr)
+            failed = failed or not result.ok
+            continue
+        try:
+            changed = update_readme(readme, models)
+        except ValidationError as exc:
+            print(str(exc), file=sys.stderr)
+            failed = True
+            continue
+        labels = ", ".join(r.label for r in changed)
+        print(f"{readme}: updated {labels}" if changed else f"{readme}: up to date")
+    return 1 if failed else 0
 
 
 def _usage(parser: argparse.ArgumentParser) -> int:

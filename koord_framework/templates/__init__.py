@@ -44,6 +44,12 @@ def render_plugin(name: str, dest: Path, kind: str = "scheduler") -> Path:
         "__framework_version__": major_minor,
     }
     _copy(files(__package__).joinpath(f"{kind}_plugin"), target, values)
+    # Fill the README's generated regions (args table, example profile) from the rendered code, so a new
+    # plugin starts with a README that passes the platform's README rules.
+    from koord_framework.docs.args_table import update_readme
+    from koord_framework.docs.plugin_readme import own_args_models
+
+    update_readme(target / "README.md", own_args_models(target))
     return target
 
 

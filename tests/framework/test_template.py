@@ -25,6 +25,10 @@ def test_rendered_plugin_installs_and_passes_its_tests(tmp_path: Path) -> None:
     assert (plugin_dir / "src" / "koord_plugin_nodelabelpreference" / "plugin.py").is_file()
     text = (plugin_dir / "pyproject.toml").read_text()
     assert 'NodeLabelPreference = "koord_plugin_nodelabelpreference.plugin:NodeLabelPreference"' in text
+    from koord_framework.docs.plugin_readme import check_plugin_readme
+
+    assert check_plugin_readme(plugin_dir) == []
+    assert "`labelKey`" in (plugin_dir / "README.md").read_text()
     leftovers = [p for p in plugin_dir.rglob("*") if "__PluginName__" in p.name or "__module__" in p.name]
     assert not leftovers
     for path in plugin_dir.rglob("*"):
