@@ -37,7 +37,9 @@ class Namespaces(ConfigModel):
     """Namespaces a plugin works on: only ``include`` ones, or all but ``exclude`` ones (not both)."""
 
     include: list[str] = []
+    """Only pods in these namespaces are considered. Default: none (no restriction)."""
     exclude: list[str] = []
+    """Pods in these namespaces are never considered. Default: none."""
 
     def admits(self, namespace: str) -> bool:
         if self.include and namespace not in self.include:
@@ -49,7 +51,9 @@ class PriorityThreshold(ConfigModel):
     """Only pods with a priority below this may be evicted: a ``value``, or a PriorityClass ``name``."""
 
     value: int | None = None
+    """Priority value; pods at or above it are protected. Default: unset."""
     name: str = ""
+    """PriorityClass whose value is the threshold (instead of ``value``). Default: unset."""
 
     @property
     def is_set(self) -> bool:

@@ -66,6 +66,7 @@ class PodProtections(ConfigModel):
     """Default protections to turn off: PodsWithLocalStorage, DaemonSetPods, SystemCriticalPods,
     FailedBarePods."""
     config: PodProtectionsConfig | None = None
+    """Settings of individual protections (upstream ``podProtections.config``). Default: unset."""
 
 
 class DefaultEvictorArgs(PluginArgs):
