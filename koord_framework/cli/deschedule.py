@@ -31,12 +31,20 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from koord_framework.cli.common import (
+    UsageError,
+    add_manifest_command,
+    bad_input,
+    config_path,
+    cut,
+    parse_now,
+    print_json,
+)
 from koord_framework.cluster.clock import VirtualClock, parse_time
 from koord_framework.cluster.manifests import load_documents
 from koord_framework.cluster.memory import MemoryCluster
@@ -54,28 +62,19 @@ from koord_framework.descheduler.simulation import (
 )
 from koord_framework.errors import KoordError
 
-EXIT_OK, EXIT_ERRORS, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_OK, EXIT_ERRORS = 0, 1
 DEFAULT_CONFIG = Path("configs/descheduler/koord-descheduler.yaml")
 DEFAULT_SCHEDULER_CONFIG = Path("configs/scheduler/koord-scheduler.yaml")
 WIDTH = 100
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser(
+    parser = add_manifest_command(
+        subparsers,
         "deschedule",
-        help="run descheduling cycles on a cluster described by manifests",
+        summary="run descheduling cycles on a cluster described by manifests",
         description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument(
-        "--cluster",
-        action="append",
-        required=True,
-        metavar="PATH",
-        help="manifest file or folder (repeatable)",
-    )
-    parser.add_argument(
-        "--config", metavar="FILE", help=f"descheduler configuration (default: {DEFAULT_CONFIG})"
+        config_help=f"descheduler configuration (default: {DEFAULT_CONFIG})",
     )
     parser.add_argument("--dry-run", action="store_true", help="report what would be evicted; evict nothing")
     parser.add_argument(
@@ -100,17 +99,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.set_defaults(func=run)
 
 
-def _default(path: Path) -> Path | None:
-    """A default file relative to the working directory, else to this source tree."""
-    if path.is_file():
-        return path
-    in_tree = Path(__file__).resolve().parents[2] / path
-    return in_tree if in_tree.is_file() else None
-
-
 def _bad_input(message: str) -> int:
-    print(f"koord deschedule: error: {message}", file=sys.stderr)
-    return EXIT_BAD_INPUT
+    return bad_input("deschedule", message)
 
 
 def _newest_metric_time(paths: list[str]) -> float | None:
@@ -128,19 +118,15 @@ def run(args: argparse.Namespace) -> int:
     if args.rounds < 1:
         return _bad_input(f"--rounds {args.rounds}: must be at least 1")
     try:
-        now = parse_time(args.now) if args.now else None
-    except ValueError as exc:
-        return _bad_input(f"--now {args.now!r}: not an RFC 3339 time ({exc})")
-    config = Path(args.config) if args.config else _default(DEFAULT_CONFIG)
-    if config is None:
-        return _bad_input(f"no --config given and {DEFAULT_CONFIG} was not found")
-    sched_config: Path | None = None
-    if args.then_schedule:
+        now = parse_now(args.now)
+        config = config_path(args.config, DEFAULT_CONFIG)
         sched_config = (
-            Path(args.scheduler_config) if args.scheduler_config else _default(DEFAULT_SCHEDULER_CONFIG)
+            config_path(args.scheduler_config, DEFAULT_SCHEDULER_CONFIG, option="--scheduler-config")
+            if args.then_schedule
+            else None
         )
-        if sched_config is None:
-            return _bad_input(f"no --scheduler-config given and {DEFAULT_SCHEDULER_CONFIG} was not found")
+    except UsageError as exc:
+        return _bad_input(str(exc))
     try:
         loaded = load_descheduler_config(config)
         sched_loaded = None
@@ -158,8 +144,7 @@ def run(args: argparse.Namespace) -> int:
     except KoordError as exc:
         return _bad_input(str(exc))
     if args.output == "json":
-        json.dump(result, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        print_json(result)
     else:
         sys.stdout.write(render_table(result))
     return EXIT_ERRORS if any(r.get("errors") for r in result["rounds"]) else EXIT_OK
@@ -274,10 +259,6 @@ def _schedule(
 
 
 # --- table --------------------------------------------------------------------------------------------
-def _cut(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: max(width - 1, 0)] + "…"
-
-
 def _names(names: list[str]) -> str:
     return ", ".join(names) if names else "-"
 
@@ -300,8 +281,8 @@ def render_table(result: dict[str, Any]) -> str:
             for what, e in rows:
                 reason = e["reason"] + (f" ({e['message']})" if e.get("message") else "")
                 lines.append(
-                    f"  {what:<7} {_cut(e['pod'], pod_w):<{pod_w}} {_cut(e['node'], node_w):<{node_w}} "
-                    f"{_cut(e['plugin'], plugin_w):<{plugin_w}} {_cut(reason, reason_w)}".rstrip()
+                    f"  {what:<7} {cut(e['pod'], pod_w):<{pod_w}} {cut(e['node'], node_w):<{node_w}} "
+                    f"{cut(e['plugin'], plugin_w):<{plugin_w}} {cut(reason, reason_w)}".rstrip()
                 )
         else:
             lines.append("  no evictions")
@@ -317,7 +298,7 @@ def render_table(result: dict[str, Any]) -> str:
         lines.append("Re-scheduled")
         for p in schedule["pods"]:
             where = p["node"] or f"not scheduled: {p.get('message', '')}"
-            lines.append(f"  {p['pod']} -> {_cut(where, WIDTH - len(p['pod']) - 6)}")
+            lines.append(f"  {p['pod']} -> {cut(where, WIDTH - len(p['pod']) - 6)}")
         lines.append("")
         lines.append(
             f"  {'RESOURCE':<10} {'':<7} {'MEAN %':>8} {'STDDEV':>8} {'MIN %':>8} {'MAX %':>8} {'SPREAD':>8}"

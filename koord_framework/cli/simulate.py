@@ -18,7 +18,6 @@ Exit status: 0 every pod was scheduled, 1 some were not, 2 bad input.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -26,32 +25,31 @@ from typing import Any, TextIO
 
 import yaml
 
-from koord_framework.cluster.clock import parse_time
+from koord_framework.cli.common import (
+    UsageError,
+    add_manifest_command,
+    bad_input,
+    config_path,
+    cut,
+    parse_now,
+    print_json,
+)
 from koord_framework.cluster.manifests import dump_manifests
 from koord_framework.errors import KoordError
 from koord_framework.scheduler.simulate import SimulationResult, simulate
 
-EXIT_OK, EXIT_UNSCHEDULED, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_OK, EXIT_UNSCHEDULED = 0, 1
 DEFAULT_CONFIG = Path("configs/scheduler/koord-scheduler.yaml")
 WIDTH = 100
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser(
+    parser = add_manifest_command(
+        subparsers,
         "simulate",
-        help="schedule the pending pods of a cluster described by manifests",
+        summary="schedule the pending pods of a cluster described by manifests",
         description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument(
-        "--cluster",
-        action="append",
-        required=True,
-        metavar="PATH",
-        help="manifest file or folder (repeatable)",
-    )
-    parser.add_argument(
-        "--config", metavar="FILE", help=f"scheduler configuration (default: {DEFAULT_CONFIG})"
+        config_help=f"scheduler configuration (default: {DEFAULT_CONFIG})",
     )
     parser.add_argument("--output", "-o", choices=("table", "json", "yaml"), default="table")
     parser.add_argument(
@@ -63,22 +61,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.set_defaults(func=run)
 
 
-def default_config() -> Path | None:
-    """The default profile: relative to the working directory, else to the source tree of this package."""
-    if DEFAULT_CONFIG.is_file():
-        return DEFAULT_CONFIG
-    in_tree = Path(__file__).resolve().parents[2] / DEFAULT_CONFIG
-    return in_tree if in_tree.is_file() else None
-
-
 def run(args: argparse.Namespace) -> int:
     try:
-        now = parse_time(args.now) if args.now else None
-    except ValueError as exc:
-        return _bad_input(f"--now {args.now!r}: not an RFC 3339 time ({exc})")
-    config: Path | None = Path(args.config) if args.config else default_config()
-    if config is None:
-        return _bad_input(f"no --config given and {DEFAULT_CONFIG} was not found")
+        now = parse_now(args.now)
+        config = config_path(args.config, DEFAULT_CONFIG)
+    except UsageError as exc:
+        return _bad_input(str(exc))
     progress = _Progress(sys.stderr)
     try:
         result, cluster = simulate(
@@ -95,8 +83,7 @@ def run(args: argparse.Namespace) -> int:
         except OSError as exc:
             return _bad_input(f"--write-state {args.write_state}: {exc.strerror or exc}")
     if args.output == "json":
-        json.dump(result.to_dict(), sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        print_json(result.to_dict())
     elif args.output == "yaml":
         yaml.safe_dump(result.to_dict(), sys.stdout, sort_keys=False, default_flow_style=False)
     else:
@@ -110,15 +97,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _bad_input(message: str) -> int:
-    print(f"koord simulate: error: {message}", file=sys.stderr)
-    return EXIT_BAD_INPUT
+    return bad_input("simulate", message)
 
 
 # --- table --------------------------------------------------------------------------------------------
-def _cut(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: max(width - 1, 0)] + "…"
-
-
 def render_table(result: SimulationResult, *, explain: bool = False) -> str:
     """One line per pod, a summary line, then per-node utilisation; fits a 100-column terminal."""
     lines: list[str] = []
@@ -129,8 +111,8 @@ def render_table(result: SimulationResult, *, explain: bool = False) -> str:
     lines.append(f"{'POD':<{pod_w}} {'STATUS':<{status_w}} {'NODE':<{node_w}} MESSAGE")
     for p in result.pods:
         lines.append(
-            f"{_cut(p.pod, pod_w):<{pod_w}} {p.status:<{status_w}} {_cut(p.node or '-', node_w):<{node_w}} "
-            f"{_cut(p.message, msg_w)}".rstrip()
+            f"{cut(p.pod, pod_w):<{pod_w}} {p.status:<{status_w}} {cut(p.node or '-', node_w):<{node_w}} "
+            f"{cut(p.message, msg_w)}".rstrip()
         )
     s = result.summary()
     lines.append("")
@@ -147,7 +129,7 @@ def render_table(result: SimulationResult, *, explain: bool = False) -> str:
         for n in result.nodes:
             cpu = _usage(n.requested.get("cpu", "0"), n.allocatable.get("cpu", "0"), n, "cpu")
             mem = _usage(n.requested.get("memory", "0"), n.allocatable.get("memory", "0"), n, "memory")
-            lines.append(f"{_cut(n.name, name_w):<{name_w}} {n.pods:>5}  {cpu:<30} {mem}")
+            lines.append(f"{cut(n.name, name_w):<{name_w}} {n.pods:>5}  {cpu:<30} {mem}")
     return "\n".join(lines) + "\n"
 
 

@@ -387,6 +387,38 @@ class TypedConfig(ConfigModel):
         return v
 
 
+# --- defaulting of the component configurations ----------------------------------------------------------
+
+
+def apply_profile_defaults(
+    data: Any, name_key: str, default_name: str, *, unset: tuple[object, ...] = (None,)
+) -> Any:
+    """Profile defaulting on the raw document, as kube-scheduler and Koordinator's descheduler both do it:
+    no profiles -> one empty profile; a lone profile whose ``name_key`` is one of ``unset`` gets
+    ``default_name``. ``unset`` differs because kube-scheduler's name is a pointer (only nil is unset) and
+    the descheduler's a string (``""`` is unset too)."""
+    if not isinstance(data, dict):
+        return data
+    profiles = data.get("profiles")
+    if profiles is None or profiles == []:
+        data = {**data, "profiles": [{}]}
+        profiles = data["profiles"]
+    lone = profiles[0] if isinstance(profiles, list) and len(profiles) == 1 else None
+    if isinstance(lone, dict) and lone.get(name_key) in unset:
+        data = {**data, "profiles": [{**lone, name_key: default_name}]}
+    return data
+
+
+def default_contention_profiling(data: Any) -> Any:
+    """component-base's defaulting: an unset ``enableContentionProfiling`` follows ``enableProfiling``
+    (itself true by default)."""
+    if isinstance(data, dict) and data.get("enableContentionProfiling") is None:
+        profiling = data.get("enableProfiling", True)
+        if isinstance(profiling, bool):
+            data = {**data, "enableContentionProfiling": profiling}
+    return data
+
+
 # --- plugin sets and plugin config ---------------------------------------------------------------------
 
 

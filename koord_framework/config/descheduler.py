@@ -29,10 +29,12 @@ from koord_framework.config.common import (
     PluginConfig,
     TypedConfig,
     UInt,
+    apply_profile_defaults,
+    default_contention_profiling,
     socket_address_errors,
     split_host_port,
 )
-from koord_framework.config.problems import PathPart, load_class, problem
+from koord_framework.config.problems import PathPart, load_class, not_implemented_message, problem
 from koord_framework.config.scheduler import merge_entries
 from koord_framework.errors import Problem
 from koord_framework.plugin import Plugin
@@ -102,16 +104,8 @@ def _normalise_bind_address(address: str) -> str:
 
 
 def default_profiles(data: Any) -> Any:
-    if not isinstance(data, dict):
-        return data
-    profiles = data.get("profiles")
-    if profiles is None or profiles == []:
-        data = {**data, "profiles": [{}]}
-        profiles = data["profiles"]
-    lone = profiles[0] if isinstance(profiles, list) and len(profiles) == 1 else None
-    if isinstance(lone, dict) and lone.get("name") in (None, ""):
-        data = {**data, "profiles": [{**lone, "name": DEFAULT_PROFILE_NAME}]}
-    return data
+    """Koordinator's profile defaulting on raw input: none → one; a lone unnamed one → koord-descheduler."""
+    return apply_profile_defaults(data, "name", DEFAULT_PROFILE_NAME, unset=(None, ""))
 
 
 class DeschedulerConfiguration(TypedConfig):
@@ -148,12 +142,7 @@ class DeschedulerConfiguration(TypedConfig):
     @model_validator(mode="before")
     @classmethod
     def _defaults(cls, data: Any) -> Any:
-        data = default_profiles(data)
-        if isinstance(data, dict) and data.get("enableContentionProfiling") is None:
-            profiling = data.get("enableProfiling", True)
-            if isinstance(profiling, bool):
-                data = {**data, "enableContentionProfiling": profiling}
-        return data
+        return default_contention_profiling(default_profiles(data))
 
     @field_validator("leader_election")
     @classmethod
@@ -238,10 +227,7 @@ def resolve_plugins(
             classes[ref.name] = cls
             implemented = cls.extension_points()
             if point not in implemented:
-                have = ", ".join(implemented) or "none"
-                problems.append(
-                    problem(at, f'plugin "{ref.name}" does not implement {point} (it implements: {have})')
-                )
+                problems.append(problem(at, not_implemented_message(ref.name, point, implemented)))
                 troubled.add(key)
             elif ref.name in names:
                 problems.append(problem(at, f'plugin "{ref.name}" is already registered at {key}'))

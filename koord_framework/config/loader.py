@@ -521,6 +521,33 @@ def _profiles_to_resolve(
     return out
 
 
+ProfileResolver: TypeAlias = Callable[[Any, PluginRegistry, list[PathPart]], tuple[Any, list[Problem]]]
+
+
+def _resolve_profiles(
+    cfg: Any,
+    data: Any,
+    profile_model: type[pydantic.BaseModel],
+    resolve_plugins: ProfileResolver,
+    registry: PluginRegistry,
+    problems: list[Problem],
+    invalid: frozenset[str] = frozenset(),
+) -> list[tuple[Any, Any, dict[str, PluginArgs]]]:
+    """Phase 2 of a component with profiles (scheduler, descheduler): ``(profile, effective plugins, args)``
+    of every profile whose shape is valid; every problem found goes to ``problems``."""
+    resolved: list[tuple[Any, Any, dict[str, PluginArgs]]] = []
+    for i, prof, raw in _profiles_to_resolve(cfg, data, profile_model):
+        where: list[PathPart] = ["profiles", i]
+        if prof is None:
+            _check_config_entries(where, raw, registry, problems)
+            continue
+        eff, found = resolve_plugins(prof, registry, where)
+        problems += found
+        args = _resolve_args(where, prof.plugin_config, eff.needed, eff.classes, registry, problems, invalid)
+        resolved.append((prof, eff, args))
+    return resolved
+
+
 def _check_config_entries(
     where: Sequence[PathPart], raw_profile: Any, registry: PluginRegistry, problems: list[Problem]
 ) -> None:
@@ -544,26 +571,19 @@ def _load_scheduler(
     cfg = _validate_shape(sched.KubeSchedulerConfiguration, data, data, problems)
     if cfg is not None:
         problems += sched.configuration_problems(cfg)
-    resolved: list[ResolvedSchedulerProfile] = []
-    for i, prof, raw in _profiles_to_resolve(cfg, data, sched.KubeSchedulerProfile):
-        where: list[PathPart] = ["profiles", i]
-        if prof is None:
-            _check_config_entries(where, raw, registry, problems)
-            continue
-        eff, found = sched.resolve_plugins(prof, registry, where)
-        problems += found
-        args = _resolve_args(
-            where, prof.plugin_config, eff.needed, eff.classes, registry, problems, sched.INVALID_PLUGINS
+    invalid_plugins = sched.INVALID_PLUGINS
+    resolved = [
+        ResolvedSchedulerProfile(
+            scheduler_name=prof.scheduler_name or "",
+            percentage_of_nodes_to_score=prof.percentage_of_nodes_to_score,
+            plugins=eff,
+            args=args,
+            spec=prof,
         )
-        resolved.append(
-            ResolvedSchedulerProfile(
-                scheduler_name=prof.scheduler_name or "",
-                percentage_of_nodes_to_score=prof.percentage_of_nodes_to_score,
-                plugins=eff,
-                args=args,
-                spec=prof,
-            )
+        for prof, eff, args in _resolve_profiles(
+            cfg, data, sched.KubeSchedulerProfile, sched.resolve_plugins, registry, problems, invalid_plugins
         )
+    ]
     if not problems:
         problems += _queue_sort_args_problems(resolved)
     if problems or cfg is None:
@@ -597,20 +617,14 @@ def _load_descheduler(
     cfg = _validate_shape(desched.DeschedulerConfiguration, data, data, problems)
     if cfg is not None:
         problems += desched.configuration_problems(cfg)
-    resolved: list[ResolvedDeschedulerProfile] = []
-    for i, prof, raw in _profiles_to_resolve(cfg, data, desched.DeschedulerProfile):
-        where: list[PathPart] = ["profiles", i]
-        if prof is None:
-            _check_config_entries(where, raw, registry, problems)
-            continue
-        eff, found = desched.resolve_plugins(prof, registry, where)
-        problems += found
-        args = _resolve_args(where, prof.plugin_config, eff.needed, eff.classes, registry, problems)
-        resolved.append(
-            ResolvedDeschedulerProfile(
-                name=prof.name, plugins=eff, args=args, node_selector=prof.node_selector, spec=prof
-            )
+    resolved = [
+        ResolvedDeschedulerProfile(
+            name=prof.name, plugins=eff, args=args, node_selector=prof.node_selector, spec=prof
         )
+        for prof, eff, args in _resolve_profiles(
+            cfg, data, desched.DeschedulerProfile, desched.resolve_plugins, registry, problems
+        )
+    ]
     if problems or cfg is None:
         raise ValidationError(source, problems)
     return LoadedDeschedulerConfig(source=source, config=cfg, profiles=tuple(resolved))

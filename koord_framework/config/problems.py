@@ -256,6 +256,12 @@ def unknown_plugin_message(name: str, registry: PluginRegistry, *, listing: bool
     return message
 
 
+def not_implemented_message(name: str, point: str, implemented: Sequence[str]) -> str:
+    """A plugin named at an extension point it does not implement, with the points it does."""
+    have = ", ".join(implemented) or "none"
+    return f'plugin "{name}" does not implement {point} (it implements: {have})'
+
+
 def load_class(
     registry: PluginRegistry, name: str, where: Sequence[PathPart], problems: list[Problem]
 ) -> type[Plugin] | None:

@@ -39,9 +39,11 @@ from koord_framework.config.common import (
     PluginRef,
     PluginSet,
     TypedConfig,
+    apply_profile_defaults,
+    default_contention_profiling,
     qualified_name_errors,
 )
-from koord_framework.config.problems import PathPart, load_class, problem
+from koord_framework.config.problems import PathPart, load_class, not_implemented_message, problem
 from koord_framework.errors import Problem, ValidationError
 from koord_framework.plugin import Plugin
 from koord_framework.registry import PluginRegistry
@@ -151,16 +153,7 @@ class Extender(ConfigModel):
 
 def default_profiles(data: Any) -> Any:
     """kube-scheduler's profile defaulting on raw input: none → one; a lone unnamed one → default name."""
-    if not isinstance(data, dict):
-        return data
-    profiles = data.get("profiles")
-    if profiles is None or profiles == []:
-        data = {**data, "profiles": [{}]}
-        profiles = data["profiles"]
-    lone = profiles[0] if isinstance(profiles, list) and len(profiles) == 1 else None
-    if isinstance(lone, dict) and lone.get("schedulerName") is None:
-        data = {**data, "profiles": [{**profiles[0], "schedulerName": DEFAULT_SCHEDULER_NAME}]}
-    return data
+    return apply_profile_defaults(data, "schedulerName", DEFAULT_SCHEDULER_NAME)
 
 
 class KubeSchedulerConfiguration(TypedConfig):
@@ -192,12 +185,7 @@ class KubeSchedulerConfiguration(TypedConfig):
     @model_validator(mode="before")
     @classmethod
     def _defaults(cls, data: Any) -> Any:
-        data = default_profiles(data)
-        if isinstance(data, dict) and data.get("enableContentionProfiling") is None:
-            profiling = data.get("enableProfiling", True)
-            if isinstance(profiling, bool):
-                data = {**data, "enableContentionProfiling": profiling}
-        return data
+        return default_contention_profiling(default_profiles(data))
 
     @field_validator("leader_election")
     @classmethod
@@ -374,7 +362,7 @@ def resolve_plugins(
             implemented = classes[ref.name].extension_points()
             here = at or [*plugins_path, key]
             if point not in implemented:
-                problems.append(problem(here, _does_not_implement(ref.name, point, implemented)))
+                problems.append(problem(here, not_implemented_message(ref.name, point, implemented)))
                 troubled.add(key)
             elif ref.name in names:
                 problems.append(problem(here, f'plugin "{ref.name}" is enabled more than once at {key}'))
@@ -454,11 +442,6 @@ def effective_plugins(
     if problems:
         raise ValidationError(source, problems)
     return result
-
-
-def _does_not_implement(name: str, point: str, implemented: Sequence[str]) -> str:
-    have = ", ".join(implemented) or "none"
-    return f'plugin "{name}" does not implement {point} (it implements: {have})'
 
 
 def _unique(problems: list[Problem]) -> list[Problem]:

@@ -2,6 +2,7 @@
 
 * ``Namespaces`` (``{include, exclude}``), ``PriorityThreshold`` (``{value, name}``) and
   ``LabelSelector`` (metav1) as nested models;
+* ``priority_threshold_problems`` and ``selector_problems``: the checks of those pieces, for ``fail``;
 * ``fail`` raises validation problems with a precise location inside a plugin's args, so the configuration
   loader reports ``profiles[0].pluginConfig[LowNodeLoad].args.lowThresholds.cpu: ...`` rather than a
   message about the args as a whole.
@@ -60,6 +61,17 @@ class PriorityThreshold(ConfigModel):
         return self.value is not None or bool(self.name)
 
 
+def priority_threshold_problems(
+    threshold: PriorityThreshold | None, loc: Loc = ("priorityThreshold",)
+) -> list[tuple[Loc, str, Any]]:
+    """``ValidatePriorityThreshold``: ``value`` and ``name`` are alternatives, as ``fail`` problems."""
+    if threshold is not None and threshold.value is not None and threshold.name:
+        return [
+            (loc, "priority threshold misconfigured, only one of priorityThreshold fields can be set", None)
+        ]
+    return []
+
+
 def selector_dict(selector: LabelSelector | Mapping[str, Any] | None) -> dict[str, Any] | None:
     """A LabelSelector model as the metav1 mapping (``matchLabels``/``matchExpressions``)."""
     if selector is None:
@@ -98,6 +110,7 @@ __all__ = [
     "PriorityThreshold",
     "fail",
     "parse_selector_model",
+    "priority_threshold_problems",
     "selector_dict",
     "selector_problems",
 ]

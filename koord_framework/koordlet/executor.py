@@ -48,11 +48,13 @@ from koord_framework.koordlet.cgroups import (
     MEMORY_LOW,
     MEMORY_MIN,
     CgroupLayout,
+    CgroupParseError,
     CgroupResource,
     CgroupVersion,
     ResourceUnsupportedError,
     ValueKind,
     parse_cpu_max,
+    parse_int_value,
     resource,
     shares_to_weight,
 )
@@ -192,12 +194,9 @@ class _Plan:
 
 
 def _int_or_none(text: str) -> int | None:
-    value = text.strip()
-    if value == "max":
-        return MAX_INT64
     try:
-        return int(value)
-    except ValueError:
+        return parse_int_value(text)
+    except CgroupParseError:
         return None
 
 

@@ -130,12 +130,7 @@ def collect_pod_metrics_last(
     cache: MetricCache, kind: MetricKind, pods: Iterable[PodMeta], now: float, collect_interval: float
 ) -> dict[str, float]:
     """``uid -> newest sample within 2 x collect interval`` (``CollectAllPodMetricsLast``)."""
-    out: dict[str, float] = {}
-    for p in pods:
-        v = cache.last(kind, now, 2 * collect_interval, p.uid)
-        if v is not None:
-            out[p.uid] = v
-    return out
+    return _newest_by_key(cache, kind, (p.uid for p in pods), now, collect_interval)
 
 
 def collect_pod_metrics_avg(
@@ -156,11 +151,19 @@ def collect_host_app_metrics_last(
     now: float,
     collect_interval: float,
 ) -> dict[str, float]:
+    """``name -> newest sample within 2 x collect interval`` (``CollectAllHostAppMetricsLast``)."""
+    return _newest_by_key(cache, kind, (app.name for app in apps), now, collect_interval)
+
+
+def _newest_by_key(
+    cache: MetricCache, kind: MetricKind, keys: Iterable[str], now: float, collect_interval: float
+) -> dict[str, float]:
+    """The newest sample of each key within 2 x collect interval; keys without one are left out."""
     out: dict[str, float] = {}
-    for app in apps:
-        v = cache.last(kind, now, 2 * collect_interval, app.name)
+    for key in keys:
+        v = cache.last(kind, now, 2 * collect_interval, key)
         if v is not None:
-            out[app.name] = v
+            out[key] = v
     return out
 
 

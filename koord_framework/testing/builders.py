@@ -22,6 +22,7 @@ from typing import Any
 from koord_framework.api.constants import LABEL_HOSTNAME, LABEL_QOS_CLASS, LABEL_ZONE
 from koord_framework.cluster.clock import VirtualClock, format_time
 from koord_framework.cluster.kinds import KINDS
+from koord_framework.config.common import format_duration_ns
 
 __all__ = [
     "DEFAULT_START",
@@ -217,15 +218,7 @@ def format_duration(value: float | str) -> str:
     total = int(value)
     if total != value or total < 0:
         raise ValueError(f"duration {value!r}: whole, non-negative seconds expected")
-    if total == 0:
-        return "0s"
-    hours, rest = divmod(total, 3600)
-    minutes, seconds = divmod(rest, 60)
-    if hours:
-        return f"{hours}h{minutes}m{seconds}s"
-    if minutes:
-        return f"{minutes}m{seconds}s"
-    return f"{seconds}s"
+    return format_duration_ns(total * 1_000_000_000)
 
 
 def _usage(resources: Mapping[str, Quantityish]) -> dict[str, Any]:

@@ -475,6 +475,25 @@ class QOSHarness:
             cluster=cluster,
         )
 
+    @classmethod
+    def with_cluster(
+        cls,
+        tree: FakeHostTree,
+        *,
+        node: Mapping[str, Any],
+        pods: Sequence[Mapping[str, Any]] = (),
+        node_slo: Mapping[str, Any] | None = None,
+    ) -> QOSHarness:
+        """A harness whose in-memory cluster also holds ``node`` and ``pods``: an eviction strategy evicts
+        through the cluster's Eviction API, which refuses pods the cluster does not know."""
+        from koord_framework.cluster.memory import MemoryCluster
+
+        clock = VirtualClock(1_700_000_000.0)
+        cluster = MemoryCluster(clock)
+        for obj in (node, *pods):
+            cluster.create(dict(obj))
+        return cls(tree, node=node, pods=pods, node_slo=node_slo, clock=clock, cluster=cluster)
+
     def set_state(
         self,
         *,

@@ -173,22 +173,16 @@ def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     return code, out, err
 
 
+def run_on(capsys: pytest.CaptureFixture[str], cluster: Path, *args: str) -> tuple[int, str, str]:
+    """``run`` on a cluster folder with the profile ``write_cluster`` wrote next to it."""
+    return run(capsys, "--cluster", str(cluster), "--config", str(cluster.parent / "config.yaml"), *args)
+
+
 # --- exit codes and the json contract -------------------------------------------------------------
 def test_json_output_validates_and_exits_0_when_everything_is_scheduled(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    cluster = write_cluster(tmp_path)
-    code, out, err = run(
-        capsys,
-        "--cluster",
-        str(cluster),
-        "--config",
-        str(tmp_path / "config.yaml"),
-        "-o",
-        "json",
-        "--now",
-        NOW,
-    )
+    code, out, err = run_on(capsys, write_cluster(tmp_path), "-o", "json", "--now", NOW)
     assert code == 0, err
     doc = json.loads(out)
     assert schema_errors(doc, json.loads(SCHEMA_PATH.read_text())) == []
@@ -203,19 +197,7 @@ def test_json_output_validates_and_exits_0_when_everything_is_scheduled(
 
 
 def test_explain_adds_filter_verdicts_and_scores(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    cluster = write_cluster(tmp_path, big=True)
-    args = [
-        "--cluster",
-        str(cluster),
-        "--config",
-        str(tmp_path / "config.yaml"),
-        "-o",
-        "json",
-        "--explain",
-        "--now",
-        NOW,
-    ]
-    code, out, _ = run(capsys, *args)
+    code, out, _ = run_on(capsys, write_cluster(tmp_path, big=True), "-o", "json", "--explain", "--now", NOW)
     assert code == 1
     doc = json.loads(out)
     assert schema_errors(doc, json.loads(SCHEMA_PATH.read_text())) == []
@@ -235,17 +217,7 @@ def test_same_seed_same_placements(tmp_path: Path, capsys: pytest.CaptureFixture
     cluster = write_cluster(tmp_path, nodes=8)
     runs = []
     for _ in range(2):
-        code, out, _ = run(
-            capsys,
-            "--cluster",
-            str(cluster),
-            "--config",
-            str(tmp_path / "config.yaml"),
-            "-o",
-            "json",
-            "--seed",
-            "7",
-        )
+        code, out, _ = run_on(capsys, cluster, "-o", "json", "--seed", "7")
         assert code == 0
         runs.append([(p["pod"], p["node"]) for p in json.loads(out)["pods"]])
     assert runs[0] == runs[1]
@@ -293,24 +265,10 @@ def test_bad_input_exits_2_with_a_message(
 def test_write_state_round_trips(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     cluster = write_cluster(tmp_path)
     state = tmp_path / "state"
-    code, out, _ = run(
-        capsys,
-        "--cluster",
-        str(cluster),
-        "--config",
-        str(tmp_path / "config.yaml"),
-        "-o",
-        "json",
-        "--write-state",
-        str(state),
-        "--now",
-        NOW,
-    )
+    code, out, _ = run_on(capsys, cluster, "-o", "json", "--write-state", str(state), "--now", NOW)
     assert code == 0
     first = json.loads(out)
-    code, out, _ = run(
-        capsys, "--cluster", str(state), "--config", str(tmp_path / "config.yaml"), "-o", "json", "--now", NOW
-    )
+    code, out, _ = run_on(capsys, state, "-o", "json", "--now", NOW)
     again = json.loads(out)
     assert code == 0
     assert again["pods"] == []  # everything is bound now
@@ -321,8 +279,7 @@ def test_write_state_round_trips(tmp_path: Path, capsys: pytest.CaptureFixture[s
 def test_table_fits_100_columns_and_lists_every_pod(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    cluster = write_cluster(tmp_path, big=True)
-    code, out, _ = run(capsys, "--cluster", str(cluster), "--config", str(tmp_path / "config.yaml"))
+    code, out, _ = run_on(capsys, write_cluster(tmp_path, big=True))
     assert code == 1
     lines = out.splitlines()
     assert max(len(line) for line in lines) <= 100
@@ -334,9 +291,8 @@ def test_table_fits_100_columns_and_lists_every_pod(
 
 def test_yaml_output_is_the_json_document(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     cluster = write_cluster(tmp_path)
-    base = ["--cluster", str(cluster), "--config", str(tmp_path / "config.yaml"), "--now", NOW]
-    _, out_yaml, _ = run(capsys, *base, "-o", "yaml")
-    _, out_json, _ = run(capsys, *base, "-o", "json")
+    _, out_yaml, _ = run_on(capsys, cluster, "--now", NOW, "-o", "yaml")
+    _, out_json, _ = run_on(capsys, cluster, "--now", NOW, "-o", "json")
     a, b = yaml.safe_load(out_yaml), json.loads(out_json)
     for doc in (a, b):
         doc["summary"].pop("seconds")
@@ -376,7 +332,7 @@ def test_progress_bar_only_on_a_terminal_and_only_after_a_second(monkeypatch: py
             return True
 
     now = [100.0]
-    monkeypatch.setattr(cli.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr("koord_framework.cli.simulate.time.monotonic", lambda: now[0])
     tty, pipe = Terminal(), io.StringIO()
     bars = [cli._Progress(tty), cli._Progress(pipe)]
     for bar in bars:

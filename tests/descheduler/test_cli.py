@@ -96,8 +96,14 @@ def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]
     return code, out, err
 
 
+def _run_on(
+    capsys: pytest.CaptureFixture[str], cluster_dir: Path, config: Path, *argv: str
+) -> tuple[int, str, str]:
+    return _run(capsys, "--cluster", str(cluster_dir), "--config", str(config), *argv)
+
+
 def test_json_contract(capsys: pytest.CaptureFixture[str], cluster_dir: Path, config: Path) -> None:
-    code, out, err = _run(capsys, "--cluster", str(cluster_dir), "--config", str(config), "--output", "json")
+    code, out, err = _run_on(capsys, cluster_dir, config, "--output", "json")
     assert code == 0, err
     result = json.loads(out)
     assert list(result) == ["rounds"]
@@ -120,9 +126,7 @@ def test_json_contract(capsys: pytest.CaptureFixture[str], cluster_dir: Path, co
 def test_rounds_follow_the_cluster_and_dry_run_changes_nothing(
     capsys: pytest.CaptureFixture[str], cluster_dir: Path, config: Path, tmp_path: Path
 ) -> None:
-    code, out, _ = _run(
-        capsys, "--cluster", str(cluster_dir), "--config", str(config), "--output", "json", "--rounds", "3"
-    )
+    code, out, _ = _run_on(capsys, cluster_dir, config, "--output", "json", "--rounds", "3")
     assert code == 0
     rounds = json.loads(out)["rounds"]
     assert [r["round"] for r in rounds] == [1, 2, 3]
@@ -130,18 +134,7 @@ def test_rounds_follow_the_cluster_and_dry_run_changes_nothing(
     # After the eviction the node's metrics no longer carry the pod (koordlet's next report): balanced.
     assert rounds[1]["evictions"] == [] and rounds[1]["nodes"]["high"] == []
 
-    code, out, _ = _run(
-        capsys,
-        "--cluster",
-        str(cluster_dir),
-        "--config",
-        str(config),
-        "--output",
-        "json",
-        "--rounds",
-        "2",
-        "--dry-run",
-    )
+    code, out, _ = _run_on(capsys, cluster_dir, config, "--output", "json", "--rounds", "2", "--dry-run")
     assert code == 0
     dry = json.loads(out)["rounds"]
     # Nothing changed, so the second round wants the same eviction again.
@@ -149,7 +142,7 @@ def test_rounds_follow_the_cluster_and_dry_run_changes_nothing(
 
 
 def test_table_output(capsys: pytest.CaptureFixture[str], cluster_dir: Path, config: Path) -> None:
-    code, out, _ = _run(capsys, "--cluster", str(cluster_dir), "--config", str(config))
+    code, out, _ = _run_on(capsys, cluster_dir, config)
     assert code == 0
     assert "Round 1" in out and "high: hot" in out and "low:  cold" in out
     assert "EVICTED apps/w2" in out
@@ -162,17 +155,8 @@ def test_then_schedule_places_evicted_pods_and_compares_imbalance(
     sched = REPO / "configs" / "scheduler" / "default-scheduler.yaml"
     if not sched.is_file():
         pytest.skip("no default-scheduler profile in this tree")
-    code, out, err = _run(
-        capsys,
-        "--cluster",
-        str(cluster_dir),
-        "--config",
-        str(config),
-        "--output",
-        "json",
-        "--then-schedule",
-        "--scheduler-config",
-        str(sched),
+    code, out, err = _run_on(
+        capsys, cluster_dir, config, "--output", "json", "--then-schedule", "--scheduler-config", str(sched)
     )
     assert code == 0, err
     result = json.loads(out)
@@ -193,7 +177,7 @@ def test_shipped_config_loads_unchanged_and_runs(
     assert profile.plugins.points["filter"] == ("MigrationController",)
     assert profile.plugins.points["balance"] == ()
     assert float(loaded.config.descheduling_interval) == 10.0
-    code, out, _ = _run(capsys, "--cluster", str(cluster_dir), "--config", str(shipped), "--output", "json")
+    code, out, _ = _run_on(capsys, cluster_dir, shipped, "--output", "json")
     assert code == 0
     assert json.loads(out)["rounds"][0]["evictions"] == []
 

@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 import pytest
 
+from koord_framework.cluster.memory import MemoryCluster
 from koord_framework.koordlet.cgroups import CgroupReader
 from koord_framework.koordlet.system import read_cpu_ticks, read_meminfo, read_node_cpu_info, vendor_id
 from koord_framework.testing.hosttree import FakeHostTree, Processor, QOSHarness, make_running_pod
@@ -84,3 +85,16 @@ def test_harness_state_and_defaults(koord_host_tree: HostFactory) -> None:
     assert h.executor.node_cpus == frozenset(range(4))
     h.set_state(pods=[])
     assert h.context.state.pods == ()
+
+
+def test_harness_with_cluster_lets_the_evictor_find_the_pods(koord_host_tree: HostFactory) -> None:
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "test-node"}}
+    h = QOSHarness.with_cluster(koord_host_tree(cpus=2), node=node, pods=[make_running_pod("a", qos="BE")])
+    cluster = h.cluster
+    assert isinstance(cluster, MemoryCluster)
+    assert cluster.try_get("Node", "test-node") is not None
+    meta = h.state.pod("uid-a")
+    assert meta is not None
+    assert h.evictor.evict(meta, "test") is True
+    assert [(e.name, e.reason) for e in cluster.evictions] == [("a", "test")]
+    assert cluster.try_get("Pod", "a", "default") is None

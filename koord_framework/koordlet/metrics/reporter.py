@@ -31,6 +31,7 @@ from koord_framework.api.constants import ANNOTATION_NODE_RAW_ALLOCATABLE
 from koord_framework.api.resources import CPU, MEMORY, format_resource, parse_resource_list
 from koord_framework.cluster.clock import format_time
 from koord_framework.cluster.port import ClusterPort
+from koord_framework.config.common import format_duration_ns
 from koord_framework.errors import ClusterError, ConflictError, KoordError, NotFoundError
 from koord_framework.koordlet.metrics.cache import Aggregation, MetricCache, MetricKind, Window
 from koord_framework.koordlet.states import NodeState
@@ -67,16 +68,7 @@ def parse_go_duration(text: str) -> float:
 
 def format_go_duration(seconds: float) -> str:
     """Seconds as Go's ``Duration.String()`` for whole seconds: 300 -> ``"5m0s"``, 3600 -> ``"1h0m0s"``."""
-    total = round(seconds)
-    if total == 0:
-        return "0s"
-    h, rest = divmod(total, 3600)
-    m, s = divmod(rest, 60)
-    if h:
-        return f"{h}h{m}m{s}s"
-    if m:
-        return f"{m}m{s}s"
-    return f"{s}s"
+    return format_duration_ns(round(seconds) * 1_000_000_000)
 
 
 @dataclass(frozen=True, slots=True)

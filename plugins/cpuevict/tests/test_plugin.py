@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 from koord_plugin_cpuevict import BECPUEvict
 
-from koord_framework.cluster.clock import VirtualClock
 from koord_framework.cluster.memory import MemoryCluster
 from koord_framework.koordlet.metrics.cache import MetricKind
 from koord_framework.testing.conformance import PluginConformance
@@ -50,11 +49,7 @@ class TestConformance(PluginConformance):
 
 
 def _world(tree: FakeHostTree, pods: list[dict[str, Any]] = PODS, slo: dict[str, Any] = SLO) -> QOSHarness:
-    clock = VirtualClock(1_700_000_000.0)
-    cluster = MemoryCluster(clock)
-    for obj in (NODE, *pods):
-        cluster.create(obj)
-    return QOSHarness(tree, node=NODE, pods=pods, node_slo=slo, clock=clock, cluster=cluster)
+    return QOSHarness.with_cluster(tree, node=NODE, pods=pods, node_slo=slo)
 
 
 def _be_samples(h: QOSHarness, *, usage: float, request: float, limit: float, seconds: int = 3) -> None:

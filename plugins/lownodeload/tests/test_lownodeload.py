@@ -109,6 +109,33 @@ def test_validation_paths_name_the_field() -> None:
     assert e["msg"] == "low percentage must be less than or equal to highThresholds"
 
 
+def test_every_threshold_problem_is_reported_in_upstream_order() -> None:
+    with pytest.raises(ValidationError) as err:
+        LowNodeLoadArgs.model_validate(
+            {
+                "highThresholds": {"cpu": -1, "memory": 50},
+                "lowThresholds": {"cpu": -2, "memory": 60},
+                "prodHighThresholds": {"cpu": -3, "memory": 70},
+                "prodLowThresholds": {"cpu": -4, "memory": 80},
+                "anomalyCondition": {"timeout": "30s"},
+            }
+        )
+    negative = "percentage must be greater than or equal to 0"
+    assert [(e["loc"], e["msg"]) for e in err.value.errors()] == [
+        (("highThresholds", "cpu"), negative),
+        (("lowThresholds", "cpu"), negative),
+        (("lowThresholds", "memory"), "low percentage must be less than or equal to highThresholds"),
+        (("prodHighThresholds", "cpu"), negative),
+        (
+            ("prodHighThresholds", "memory"),
+            "node percentage must be greater than or equal to prodHighThresholds",
+        ),
+        (("prodLowThresholds", "cpu"), negative),
+        (("prodLowThresholds", "memory"), "low percentage must be less than or equal to prodHighThresholds"),
+        (("anomalyCondition", "consecutiveNormalities"), "consecutiveNormalities must be greater than 0"),
+    ]
+
+
 def test_pools_inherit_top_level_settings() -> None:
     args = LowNodeLoadArgs.model_validate(
         {**BASE, "nodePools": [{"name": "p", "useDeviationThresholds": True}]}

@@ -8,7 +8,6 @@ from typing import Any
 
 from koord_plugin_memoryevict import BEMemoryEvict
 
-from koord_framework.cluster.clock import VirtualClock
 from koord_framework.cluster.memory import MemoryCluster
 from koord_framework.koordlet.metrics.cache import MetricCache, MetricKind
 from koord_framework.koordlet.metrics.collector import ResourceCollector
@@ -41,11 +40,7 @@ class TestConformance(PluginConformance):
 
 
 def _world(tree: FakeHostTree, pods: list[dict[str, Any]], slo: dict[str, Any]) -> QOSHarness:
-    clock = VirtualClock(1_700_000_000.0)
-    cluster = MemoryCluster(clock)
-    for obj in (NODE, *pods):
-        cluster.create(obj)
-    return QOSHarness(tree, node=NODE, pods=pods, node_slo=slo, clock=clock, cluster=cluster)
+    return QOSHarness.with_cluster(tree, node=NODE, pods=pods, node_slo=slo)
 
 
 def test_measured_host_over_threshold_evicts_largest_be_first(koord_host_tree: HostFactory) -> None:

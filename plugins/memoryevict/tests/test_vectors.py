@@ -11,7 +11,6 @@ from koord_plugin_memoryevict import BEMemoryEvict
 from koord_plugin_memoryevict.policy import release_by_allocatable, release_by_used_threshold
 
 from koord_framework.api.resources import to_int
-from koord_framework.cluster.clock import VirtualClock
 from koord_framework.cluster.memory import MemoryCluster
 from koord_framework.koordlet.cgroups import CgroupDriver, CgroupLayout, CgroupVersion
 from koord_framework.koordlet.hostpaths import HostPaths
@@ -61,23 +60,14 @@ def test_memory_evict(vector: dict[str, Any], tmp_path: Path) -> None:
     """The whole strategy: node and pod usage in the metric cache, pods in an in-memory cluster, the
     evictions it makes through the cluster's Eviction API (in eviction order)."""
     inp = vector["inputs"]
-    clock = VirtualClock(1_700_000_000.0)
-    cluster = MemoryCluster(clock)
     node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "test-node"}, **inp["node"]}
-    cluster.create(node)
     pods = [{"apiVersion": "v1", "kind": "Pod", **p} for p in inp["pods"]]
-    for p in pods:
-        cluster.create(p)
     tree = FakeHostTree(tmp_path / "host", version=1, driver="systemd", cpus=4)
-    h = QOSHarness(
-        tree,
-        node=node,
-        pods=pods,
-        node_slo={"resourceUsedThresholdWithBE": inp["thresholdConfig"]},
-        clock=clock,
-        cluster=cluster,
-    )
-    now = clock.now()
+    slo = {"resourceUsedThresholdWithBE": inp["thresholdConfig"]}
+    h = QOSHarness.with_cluster(tree, node=node, pods=pods, node_slo=slo)
+    cluster = h.cluster
+    assert isinstance(cluster, MemoryCluster)
+    now = h.clock.now()
     h.metrics.append(MetricKind.NODE_MEMORY_USAGE, now, float(to_int("memory", inp["nodeMemUsed"])))
     for uid, used in inp["podMemUsed"].items():
         h.metrics.append(MetricKind.POD_MEMORY_USAGE, now, float(to_int("memory", used)), uid)

@@ -115,20 +115,30 @@ def _info(harness: DeschedulerHarness, name: str, namespace: str = "default") ->
     return pod
 
 
-def test_reservation_first_migrates_only_pods_of_its_schedulers() -> None:
-    args = {"skipEvictionGates": NO_WORKLOAD_GATES}
+def _controller(
+    args: dict[str, Any] | None, *objects: dict[str, Any]
+) -> tuple[DeschedulerHarness, MigrationController]:
+    """A harness evicting through MigrationController with ``args``, holding ``objects``, and the plugin."""
     harness = DeschedulerHarness([], evictor=(MigrationController, args), now=NOW)
-    harness.add(make_node("n0"), _pod("koord"), _pod("other", scheduler_name="default-scheduler"))
+    harness.add(*objects)
     plugin = harness.plugin("MigrationController")
     assert isinstance(plugin, MigrationController)
+    return harness, plugin
+
+
+def test_reservation_first_migrates_only_pods_of_its_schedulers() -> None:
+    args = {"skipEvictionGates": NO_WORKLOAD_GATES}
+    harness, plugin = _controller(
+        args, make_node("n0"), _pod("koord"), _pod("other", scheduler_name="default-scheduler")
+    )
     assert plugin.filter(_info(harness, "koord"))
     assert not plugin.filter(_info(harness, "other"))
 
 
 def test_never_evicted_pods_are_refused() -> None:
     args = {"skipEvictionGates": NO_WORKLOAD_GATES, "namespaces": {"exclude": ["kube-system"]}}
-    harness = DeschedulerHarness([], evictor=(MigrationController, args), now=NOW)
-    harness.add(
+    harness, plugin = _controller(
+        args,
         make_node("n0"),
         _pod("ds", owner_kind="DaemonSet"),
         _pod("bare", owner_kind=None),
@@ -140,8 +150,6 @@ def test_never_evicted_pods_are_refused() -> None:
         _pod("ok"),
         _pod("forced", owner_kind="DaemonSet", annotations={"descheduler.alpha.kubernetes.io/evict": "true"}),
     )
-    plugin = harness.plugin("MigrationController")
-    assert isinstance(plugin, MigrationController)
     admitted = {
         p: plugin.filter(_info(harness, p, "kube-system" if p == "system" else "default"))
         for p in ("ds", "bare", "critical", "local", "costly", "system", "mirror", "ok", "forced")
@@ -160,11 +168,8 @@ def test_never_evicted_pods_are_refused() -> None:
 
 
 def test_expected_replicas_check_refuses_single_replica_and_missing_workloads() -> None:
-    harness = DeschedulerHarness([], evictor=MigrationController, now=NOW)
-    harness.add(make_node("n0"))
+    harness, plugin = _controller(None, make_node("n0"))
     single = _workload(harness, 1, 0)  # replicas 1
-    plugin = harness.plugin("MigrationController")
-    assert isinstance(plugin, MigrationController)
     assert not plugin.filter(_info(harness, single[0]["metadata"]["name"]))
     harness.add(_pod("orphan", owner_name="gone"))
     assert not plugin.filter(_info(harness, "orphan"))
@@ -172,10 +177,9 @@ def test_expected_replicas_check_refuses_single_replica_and_missing_workloads() 
 
 def test_max_migrating_per_node_counts_active_jobs() -> None:
     args = {"skipEvictionGates": NO_WORKLOAD_GATES, "defaultJobMode": "EvictDirectly"}
-    harness = DeschedulerHarness([], evictor=(MigrationController, args), now=NOW)
-    harness.add(make_node("n0"), *[_pod(f"p{i}", owner_name=f"rs{i}") for i in range(4)])
-    plugin = harness.plugin("MigrationController")
-    assert isinstance(plugin, MigrationController)
+    harness, plugin = _controller(
+        args, make_node("n0"), *[_pod(f"p{i}", owner_name=f"rs{i}") for i in range(4)]
+    )
     opts = EvictOptions("LowNodeLoad", "node is overutilized")
     assert plugin.evict(_info(harness, "p0"), opts)
     assert plugin.evict(_info(harness, "p1"), opts)
@@ -190,10 +194,7 @@ def test_max_migrating_per_node_counts_active_jobs() -> None:
 # --- the job life cycle --------------------------------------------------------------------------------
 def test_job_records_reason_and_trigger_then_evicts_through_the_eviction_api() -> None:
     args = {"skipEvictionGates": NO_WORKLOAD_GATES, "defaultJobMode": "EvictDirectly"}
-    harness = DeschedulerHarness([], evictor=(MigrationController, args), now=NOW)
-    harness.add(make_node("n0"), make_node("n1"), _pod("p0"))
-    plugin = harness.plugin("MigrationController")
-    assert isinstance(plugin, MigrationController)
+    harness, plugin = _controller(args, make_node("n0"), make_node("n1"), _pod("p0"))
     assert plugin.evict(
         _info(harness, "p0"), EvictOptions("LowNodeLoad", "node is overutilized, node cpu ...")
     )
@@ -223,17 +224,22 @@ def test_job_records_reason_and_trigger_then_evicts_through_the_eviction_api() -
     assert ("Normal", "Evicting") in job_events and ("Normal", "Complete") in job_events
 
 
-def test_pdb_refusal_leaves_pod_in_place_is_retried_and_reported() -> None:
-    args = {"skipEvictionGates": NO_WORKLOAD_GATES, "defaultJobMode": "EvictDirectly", "defaultJobTTL": "2m"}
-    harness = DeschedulerHarness([], evictor=(MigrationController, args), now=NOW)
-    harness.add(
+def _evicting_p0_under_a_strict_pdb(ttl: str) -> DeschedulerHarness:
+    """p0's migration job (EvictDirectly, ``defaultJobTTL: ttl``) is created, and a PodDisruptionBudget
+    allows no eviction of p0."""
+    args = {"skipEvictionGates": NO_WORKLOAD_GATES, "defaultJobMode": "EvictDirectly", "defaultJobTTL": ttl}
+    harness, plugin = _controller(
+        args,
         make_node("n0"),
         _pod("p0", labels={"app": "db"}),
         make_pdb("db", match_labels={"app": "db"}, min_available=1),
     )
-    plugin = harness.plugin("MigrationController")
-    assert isinstance(plugin, MigrationController)
     assert plugin.evict(_info(harness, "p0"), EvictOptions("LowNodeLoad", "overloaded"))
+    return harness
+
+
+def test_pdb_refusal_leaves_pod_in_place_is_retried_and_reported() -> None:
+    harness = _evicting_p0_under_a_strict_pdb("2m")
     harness.descheduler.settle(NOW + 30)
 
     (job,) = harness.cluster.list("PodMigrationJob")[0]
@@ -260,16 +266,7 @@ def test_pdb_refusal_leaves_pod_in_place_is_retried_and_reported() -> None:
 
 
 def test_job_times_out_when_eviction_keeps_failing() -> None:
-    args = {"skipEvictionGates": NO_WORKLOAD_GATES, "defaultJobMode": "EvictDirectly", "defaultJobTTL": "1m"}
-    harness = DeschedulerHarness([], evictor=(MigrationController, args), now=NOW)
-    harness.add(
-        make_node("n0"),
-        _pod("p0", labels={"app": "db"}),
-        make_pdb("db", match_labels={"app": "db"}, min_available=1),
-    )
-    plugin = harness.plugin("MigrationController")
-    assert isinstance(plugin, MigrationController)
-    assert plugin.evict(_info(harness, "p0"), EvictOptions("LowNodeLoad", "overloaded"))
+    harness = _evicting_p0_under_a_strict_pdb("1m")
     # Retries back off exponentially (as controller-runtime does); the attempt after the TTL fails the job.
     harness.descheduler.drain()
     (job,) = harness.cluster.list("PodMigrationJob")[0]
@@ -286,10 +283,9 @@ def test_delete_policy_deletes_and_qps_limits_evictions() -> None:
         "evictBurst": 1,
         "objectLimiters": {"workload": {"duration": "0s"}},
     }
-    harness = DeschedulerHarness([], evictor=(MigrationController, args), now=NOW)
-    harness.add(make_node("n0"), *[_pod(f"p{i}", owner_name=f"rs{i}") for i in range(3)])
-    plugin = harness.plugin("MigrationController")
-    assert isinstance(plugin, MigrationController)
+    harness, plugin = _controller(
+        args, make_node("n0"), *[_pod(f"p{i}", owner_name=f"rs{i}") for i in range(3)]
+    )
     for i in range(3):
         assert plugin.evict(_info(harness, f"p{i}"), EvictOptions("LowNodeLoad", "overloaded"))
     harness.descheduler.settle(NOW + 0.6)
@@ -303,10 +299,7 @@ def test_delete_policy_deletes_and_qps_limits_evictions() -> None:
 
 def test_reservation_first_falls_back_to_evict_directly() -> None:
     args = {"skipEvictionGates": NO_WORKLOAD_GATES}
-    harness = DeschedulerHarness([], evictor=(MigrationController, args), now=NOW)
-    harness.add(make_node("n0"), make_node("n1"), _pod("p0"))
-    plugin = harness.plugin("MigrationController")
-    assert isinstance(plugin, MigrationController)
+    harness, plugin = _controller(args, make_node("n0"), make_node("n1"), _pod("p0"))
     assert plugin.evict(_info(harness, "p0"), EvictOptions("LowNodeLoad", "overloaded"))
     harness.descheduler.drain()
     (job,) = harness.cluster.list("PodMigrationJob")[0]
@@ -317,9 +310,6 @@ def test_reservation_first_falls_back_to_evict_directly() -> None:
 
 
 def test_dry_run_creates_no_job() -> None:
-    harness = DeschedulerHarness([], evictor=(MigrationController, {"dryRun": True}), now=NOW)
-    harness.add(make_node("n0"), _pod("p0"))
-    plugin = harness.plugin("MigrationController")
-    assert isinstance(plugin, MigrationController)
+    harness, plugin = _controller({"dryRun": True}, make_node("n0"), _pod("p0"))
     assert plugin.evict(_info(harness, "p0"), EvictOptions("LowNodeLoad", "overloaded"))
     assert harness.cluster.list("PodMigrationJob")[0] == []

@@ -4,7 +4,8 @@ Each tick, unless within ``coolTimeSeconds`` of the last eviction (also right af
 configured triggers run in Koordinator's order -- ``BECPUEvict``, ``CPUAllocatableEvict``, ``CPUEvict`` --
 each building a task (what to release, the candidates in order) from the NodeSLO thresholds and the metric
 cache; then ``kill_and_evict_pods`` evicts through the cluster's Eviction API until the tasks are met. A
-trigger whose thresholds are not configured is skipped with the reason in the decision journal.
+trigger whose thresholds are not configured is skipped with the reason in the decision journal. That round
+and the ``CPUAllocatableEvict`` task are the framework's ``ThresholdEvictStrategy``, shared with memory.
 """
 
 from __future__ import annotations
@@ -13,37 +14,27 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from koord_framework.api.qos import priority_class_with_default
 from koord_framework.api.resources import BATCH_CPU, CPU
-from koord_framework.koordlet.eviction import (
-    EVICT_REASON_PREFIX,
-    EvictTask,
-    PodEvictInfo,
-    ReleaseTarget,
-    kill_and_evict_pods,
-    request_from_pod,
-    task_remaining,
+from koord_framework.koordlet.evict_policy import (
+    EvictResource,
+    ThresholdEvictStrategy,
+    priority_evict_infos,
 )
-from koord_framework.koordlet.helpers import collect_pod_metrics_last, node_status_resources
+from koord_framework.koordlet.eviction import EVICT_REASON_PREFIX, EvictTask, ReleaseTarget
 from koord_framework.koordlet.metrics.cache import MetricKind, Window
 from koord_framework.koordlet.nodeslo import ResourceThresholdStrategy
-from koord_framework.koordlet.qos import IntervalArgs, QOSContext, QOSStrategy
+from koord_framework.koordlet.qos import IntervalArgs, QOSContext
 from koord_framework.koordlet.states import NodeState
 from koord_framework.plugin import PluginArgs
 from koord_plugin_cpuevict.policy import (
     BECPUSample,
-    ConfigInvalid,
     be_milli_allocatable,
     be_pod_evict_infos,
-    check_allocatable_config,
     check_satisfaction_config,
     check_used_threshold_config,
-    milli_release_by_allocatable,
     milli_release_by_be_satisfaction,
     milli_release_by_used_threshold,
     pod_batch_milli_cpu_request,
-    priority_evict_infos,
-    released_classes,
 )
 
 Trigger = Literal["BECPUEvict", "CPUAllocatableEvict", "CPUEvict"]
@@ -69,114 +60,66 @@ def _sample(w: Window, last: bool = False) -> tuple[float, int]:
     return (w.last() if last else w.avg()), w.count
 
 
-class BECPUEvict(QOSStrategy):
+class BECPUEvict(ThresholdEvictStrategy[Trigger]):
     """Evict BE pods starved of CPU, and (opt-in) pods over the CPU allocatable or usage thresholds."""
 
     name: ClassVar[str] = "BECPUEvict"
     Args: ClassVar[type[PluginArgs]] = BECPUEvictArgs
     feature: ClassVar[str] = "BECPUEvict"
+    resource: ClassVar[EvictResource] = CPU
+    pod_usage_metric: ClassVar[MetricKind] = MetricKind.POD_CPU_USAGE
 
     def __init__(self, args: PluginArgs, context: QOSContext) -> None:
-        super().__init__(args, context)
         assert isinstance(args, BECPUEvictArgs)
-        self.cool_time = args.cool_time_seconds
-        self.triggers = [t for t in TRIGGER_ORDER if t in args.triggers]
-        # Upstream starts the cool time at construction: no eviction right after the agent starts.
-        self.last_evict_time = context.clock.now()
+        super().__init__(
+            args,
+            context,
+            triggers=[t for t in TRIGGER_ORDER if t in args.triggers],
+            cool_time_seconds=args.cool_time_seconds,
+            # Upstream starts the cool time at construction: no eviction right after the agent starts.
+            last_evict_time=context.clock.now(),
+        )
 
-    def tick(self, now: float) -> None:
-        if now - self.last_evict_time < self.cool_time:
-            return
-        state = self.context.state
-        slo = state.node_slo
-        node = state.node_manifest
-        if slo is None or node is None:
-            self.decide("skipped: no node or NodeSLO yet")
-            return
-        capacity = node_status_resources(node).get(CPU, 0)
-        if capacity <= 0:
-            self.decide(f"skipped: node cpu capacity {capacity} is not valid")
-            return
-        tasks: list[EvictTask] = []
-        for trigger in self.triggers:
-            try:
-                task = self.build_task(trigger, slo.threshold, state, now)
-            except ConfigInvalid as err:
-                self.decide(f"{trigger}: skipped, invalid config: {err}")
-                continue
-            if task is not None:
-                tasks.append(task)
-        if not tasks:
-            return
-        released, newly = kill_and_evict_pods(self.context.evictor, tasks)
-        if newly:
-            self.last_evict_time = now
-        for task in tasks:
-            left = task_remaining(task.to_release, released.get(task.release_target))
-            self.decide(
-                f"{task.reason}: {'released' if not left else 'could not release all'}",
-                toRelease=dict(task.to_release),
-                released=dict(released.get(task.release_target, {})),
-                remaining=left,
-                candidates=[i.pod.key for i in task.sorted_pods],
-            )
-
-    # --- tasks ---------------------------------------------------------------------------------------------
     def build_task(
-        self, trigger: Trigger, t: ResourceThresholdStrategy, state: NodeState, now: float
+        self, trigger: Trigger, t: ResourceThresholdStrategy, state: NodeState, capacity: int, now: float
     ) -> EvictTask | None:
+        if trigger == "CPUAllocatableEvict":
+            return self.allocatable_task(trigger, t, state, now)
         reason = EVICT_REASON_PREFIX + trigger
-        ctx = self.context
-        interval = ctx.collect_interval_seconds
         if trigger == "BECPUEvict":
             check_satisfaction_config(t)
             release = self.be_satisfaction_release(t, state, now)
             if release <= 0:
                 return None
-            used = collect_pod_metrics_last(ctx.metrics, MetricKind.POD_CPU_USAGE, state.pods, now, interval)
             return EvictTask(
                 reason,
-                be_pod_evict_infos(state.pods, used, trigger),
+                be_pod_evict_infos(state.pods, self.pod_usage(state, now), trigger),
                 ReleaseTarget.RESOURCE_REQUEST,
                 {BATCH_CPU: release},
                 lambda info: {BATCH_CPU: pod_batch_milli_cpu_request(info.pod)},
             )
-        if trigger == "CPUEvict":
-            check_used_threshold_config(t)
-            window = max(int(interval), t.cpu_evict_time_window_seconds or 0)
-            w = ctx.metrics.query(MetricKind.NODE_CPU_USAGE, now - window, now)
-            if not w:
-                self.decide("CPUEvict: skipped, no node cpu samples")
-                return None
-            capacity = node_status_resources(state.node_manifest).get(CPU, 0)
-            release = milli_release_by_used_threshold(t, capacity, w.avg())
-            if release <= 0:
-                return None
-            used = collect_pod_metrics_last(ctx.metrics, MetricKind.POD_CPU_USAGE, state.pods, now, interval)
-            assert t.evict_enabled_priority_threshold is not None
-            infos = priority_evict_infos(
-                state.pods, trigger, t.evict_enabled_priority_threshold, used, by_request=False
-            )
-            return EvictTask(
-                reason, infos, ReleaseTarget.RESOURCE_USED, {CPU: release}, lambda i: {CPU: i.milli_cpu_used}
-            )
-        check_allocatable_config(t)
-        to_release = milli_release_by_allocatable(t, state.node_manifest, state.pods)
-        if not to_release:
+        check_used_threshold_config(t)
+        interval = self.context.collect_interval_seconds
+        window = max(int(interval), t.cpu_evict_time_window_seconds or 0)
+        w = self.context.metrics.query(MetricKind.NODE_CPU_USAGE, now - window, now)
+        if not w:
+            self.decide("CPUEvict: skipped, no node cpu samples")
             return None
-        classes = released_classes(to_release)
-        used = collect_pod_metrics_last(ctx.metrics, MetricKind.POD_CPU_USAGE, state.pods, now, interval)
-        assert t.allocatable_evict_priority_threshold is not None
+        release = milli_release_by_used_threshold(t, capacity, w.avg())
+        if release <= 0:
+            return None
+        assert t.evict_enabled_priority_threshold is not None
         infos = priority_evict_infos(
-            state.pods, trigger, t.allocatable_evict_priority_threshold, used, by_request=True
+            state.pods,
+            trigger,
+            t.evict_enabled_priority_threshold,
+            self.pod_usage(state, now),
+            CPU,
+            by_request=False,
         )
-
-        def pod_resource(info: PodEvictInfo) -> dict[str, int] | None:
-            if priority_class_with_default(info.pod.manifest) not in classes:
-                return None
-            return request_from_pod(info.pod, CPU)
-
-        return EvictTask(reason, infos, ReleaseTarget.RESOURCE_REQUEST, to_release, pod_resource)
+        return EvictTask(
+            reason, infos, ReleaseTarget.RESOURCE_USED, {CPU: release}, lambda i: {CPU: i.milli_cpu_used}
+        )
 
     def be_satisfaction_release(self, t: ResourceThresholdStrategy, state: NodeState, now: float) -> int:
         """Query the BE cpu metrics (average over the window, last value) and compute the release."""

@@ -9,6 +9,9 @@ Three triggers share the strategy (Koordinator feature names):
 * ``CPUAllocatableEvict`` -- pods up to ``allocatableEvictPriorityThreshold`` requested more than
   ``cpuAllocatableEvictThresholdPercent`` of the node's (batch/mid) cpu allocatable.
 * ``CPUEvict`` -- the node's CPU usage is above ``cpuEvictThresholdPercent``.
+
+The release and candidate rules the two priority-based triggers share with memory eviction live in
+``koord_framework.koordlet.evict_policy``; this module keeps what is CPU's own.
 """
 
 from __future__ import annotations
@@ -17,47 +20,35 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from koord_framework.api.qos import PriorityClass, QoSClass, priority_value_with_default
-from koord_framework.api.resources import (
-    BATCH_CPU,
-    BATCH_MEMORY,
-    CPU,
-    MID_CPU,
-    MID_MEMORY,
-    parse_resource_list,
+from koord_framework.api.qos import QoSClass
+from koord_framework.api.resources import BATCH_CPU, CPU, parse_resource_list
+from koord_framework.koordlet.evict_policy import (
+    ConfigInvalid,
+    lower_percent_or_default,
+    release_by_allocatable,
+    release_by_used_percent,
 )
-from koord_framework.koordlet.eviction import (
-    PodEvictInfo,
-    eviction_policy_allowed,
-    pod_evict_enabled,
-    pod_eviction_priority,
-    pod_priority_label,
-    request_from_pod,
-    request_type_and_value,
-    sort_by_eviction_order,
-    sort_by_less,
-)
+from koord_framework.koordlet.eviction import PodEvictInfo, eviction_policy_allowed, sort_by_less
 from koord_framework.koordlet.nodeslo import CPUEvictPolicy, ResourceThresholdStrategy
 from koord_framework.koordlet.states import PodMeta
+
+__all__ = [
+    "BECPUSample",
+    "ConfigInvalid",
+    "be_milli_allocatable",
+    "be_pod_evict_infos",
+    "check_satisfaction_config",
+    "check_used_threshold_config",
+    "milli_release_by_allocatable",
+    "milli_release_by_be_satisfaction",
+    "milli_release_by_used_threshold",
+    "pod_batch_milli_cpu_request",
+]
 
 BE_CPU_SATISFACTION_LOW_PERCENT_MAX: Final = 60
 BE_CPU_SATISFACTION_UPPER_PERCENT_MAX: Final = 100
 BE_CPU_USAGE_THRESHOLD_PERCENT: Final = 90
 DEFAULT_MIN_ALLOCATABLE_BATCH_MILLI_CPU: Final = 1
-CPU_RELEASE_BUFFER_PERCENT: Final = 2
-PRIORITY_MID_VALUE_MAX: Final = 7999
-
-RESOURCE_CLASS: Final = {
-    BATCH_CPU: PriorityClass.BATCH,
-    BATCH_MEMORY: PriorityClass.BATCH,
-    MID_CPU: PriorityClass.MID,
-    MID_MEMORY: PriorityClass.MID,
-}
-"""``ReverseResourceNameMap``: which priority class consumes a batch/mid resource."""
-
-
-class ConfigInvalid(ValueError):
-    """The NodeSLO thresholds do not allow this trigger (the message is Koordinator's)."""
 
 
 # --- config checks ---------------------------------------------------------------------------------------
@@ -98,39 +89,11 @@ def check_used_threshold_config(t: ResourceThresholdStrategy | None) -> None:
         raise ConfigInvalid("CPUEvictThresholdPercent not config")
     if thr < 0:
         raise ConfigInvalid(f"threshold percent({thr}) should greater than 0")
-    lower = (
-        t.cpu_evict_lower_percent
-        if t.cpu_evict_lower_percent is not None
-        else thr - CPU_RELEASE_BUFFER_PERCENT
-    )
+    lower = lower_percent_or_default(t.cpu_evict_lower_percent, thr)
     if lower >= thr:
         raise ConfigInvalid(f"lower percent({lower}) should less than threshold percent({thr})")
     if t.evict_enabled_priority_threshold is None:
         raise ConfigInvalid("EvictEnabledPriorityThreshold not config")
-
-
-def check_allocatable_config(t: ResourceThresholdStrategy | None) -> None:
-    """``isAllocatableThresholdConfigValid`` (cpu)."""
-    if t is None:
-        raise ConfigInvalid("ResourceThresholdStrategy not config")
-    thr = t.cpu_allocatable_evict_threshold_percent
-    if thr is None:
-        raise ConfigInvalid("CPUAllocatableEvictThresholdPercent not config")
-    if thr < 0:
-        raise ConfigInvalid(f"threshold percent({thr}) should equal or greater than 0")
-    lower = t.cpu_allocatable_evict_lower_percent
-    if lower is None:
-        raise ConfigInvalid("CPUAllocatableEvictLowerPercent not config")
-    if lower >= thr:
-        raise ConfigInvalid(f"lower percent({lower}) should less than threshold percent({thr})")
-    prio = t.allocatable_evict_priority_threshold
-    if prio is None:
-        raise ConfigInvalid("AllocatableEvictPriorityThreshold not config")
-    if prio > PRIORITY_MID_VALUE_MAX:
-        raise ConfigInvalid(
-            f"priorityThresholdPercent({prio}) should less than {PRIORITY_MID_VALUE_MAX}, "
-            "koor-prod pods should not be killed"
-        )
 
 
 # --- BECPUEvict: satisfaction ---------------------------------------------------------------------------
@@ -268,52 +231,9 @@ def milli_release_by_used_threshold(
 
     usage% = int(used x 1000) x 100 // capacity; release = capacity x (usage% - lower) // 100
     """
-    thr = t.cpu_evict_threshold_percent
-    if thr is None or capacity_milli <= 0:
-        return 0
-    usage = int(node_used_cores * 1000) * 100 // capacity_milli
-    if usage < thr:
-        return 0
-    lower = (
-        t.cpu_evict_lower_percent
-        if t.cpu_evict_lower_percent is not None
-        else thr - CPU_RELEASE_BUFFER_PERCENT
+    return release_by_used_percent(
+        capacity_milli, int(node_used_cores * 1000), t.cpu_evict_threshold_percent, t.cpu_evict_lower_percent
     )
-    return capacity_milli * (usage - lower) // 100
-
-
-def priority_evict_infos(
-    pods: Sequence[PodMeta],
-    feature: str,
-    priority_threshold: int,
-    pod_cpu_used: Mapping[str, float],
-    *,
-    by_request: bool,
-) -> list[PodEvictInfo]:
-    """Candidates of the priority-based triggers: active, allowed, priority <= threshold, labelled
-    ``koordinator.sh/eviction-enabled: "true"``, with a CPU metric; ordered by eviction priority, priority,
-    priority label, then used (``CPUEvict``) or requested (``CPUAllocatableEvict``) CPU descending."""
-    infos = []
-    for meta in pods:
-        if not meta.is_active or not eviction_policy_allowed(feature, meta.pod):
-            continue
-        priority = priority_value_with_default(meta.manifest)
-        if priority > priority_threshold or not pod_evict_enabled(meta.pod):
-            continue
-        if meta.uid not in pod_cpu_used:
-            continue
-        info = PodEvictInfo(
-            pod=meta,
-            priority=priority,
-            eviction_priority=pod_eviction_priority(meta.pod),
-            label_priority=pod_priority_label(meta.pod, priority),
-            milli_cpu_used=int(pod_cpu_used[meta.uid] * 1000),
-            milli_cpu_request=request_type_and_value(meta, CPU)[1],
-        )
-        infos.append(info)
-    if by_request:
-        return sort_by_eviction_order(infos, lambda a, b: a.milli_cpu_request > b.milli_cpu_request)
-    return sort_by_eviction_order(infos, lambda a, b: a.milli_cpu_used > b.milli_cpu_used)
 
 
 # --- CPUAllocatableEvict ---------------------------------------------------------------------------------
@@ -325,29 +245,4 @@ def milli_release_by_allocatable(
     """Per class resource (cpu, batch-cpu, mid-cpu), what pods up to the priority threshold requested beyond
     ``lower%`` of the node's allocatable, once above ``threshold%``; everything when the node has none
     (``calculateMilliReleaseByAllocatableThresholdPercent``)."""
-    thr = t.cpu_allocatable_evict_threshold_percent
-    lower = t.cpu_allocatable_evict_lower_percent or 0
-    prio_thr = t.allocatable_evict_priority_threshold
-    if thr is None or thr < 0 or prio_thr is None:
-        return {}
-    requested: dict[str, int] = {}
-    for meta in pods:
-        if priority_value_with_default(meta.manifest) > prio_thr:
-            continue
-        for name, value in request_from_pod(meta, CPU).items():
-            requested[name] = requested.get(name, 0) + value
-    status = (node or {}).get("status") or {}
-    alloc = parse_resource_list(status.get("allocatable") or {}, path="Node.status.allocatable")
-    out: dict[str, int] = {}
-    for name, req in requested.items():
-        total = alloc.get(name, 0)
-        if total == 0:
-            out[name] = req
-            continue
-        if req / total > thr / 100:
-            out[name] = int(req - lower / 100 * total)
-    return out
-
-
-def released_classes(release: Mapping[str, int]) -> set[PriorityClass]:
-    return {RESOURCE_CLASS[r] for r in release if r in RESOURCE_CLASS}
+    return release_by_allocatable(t, node, pods, CPU)

@@ -20,7 +20,12 @@ from pydantic import Field, model_validator
 
 from koord_framework.api.selectors import SelectorError
 from koord_framework.config.common import ConfigModel, Duration, LabelSelector
-from koord_framework.descheduler.args import PriorityThreshold, fail, selector_problems
+from koord_framework.descheduler.args import (
+    PriorityThreshold,
+    fail,
+    priority_threshold_problems,
+    selector_problems,
+)
 from koord_framework.descheduler.selectors import parse_selector
 from koord_framework.plugin import PluginArgs
 
@@ -106,16 +111,9 @@ class DefaultEvictorArgs(PluginArgs):
 
     @model_validator(mode="after")
     def _validate(self) -> DefaultEvictorArgs:
-        problems: list[tuple[tuple[str | int, ...], str, object]] = []
-        pt = self.priority_threshold
-        if pt is not None and pt.value is not None and pt.name:
-            problems.append(
-                (
-                    ("priorityThreshold",),
-                    "priority threshold misconfigured, only one of priorityThreshold fields can be set",
-                    None,
-                )
-            )
+        problems: list[tuple[tuple[str | int, ...], str, object]] = priority_threshold_problems(
+            self.priority_threshold
+        )
         deprecated = (
             self.evict_local_storage_pods
             or self.evict_daemon_set_pods

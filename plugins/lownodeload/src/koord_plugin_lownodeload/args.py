@@ -237,61 +237,34 @@ def _pool_problems(
         node_selector, (*at, "nodeSelector")
     )
     high, low, prod_high, prod_low = high or {}, low or {}, prod_high or {}, prod_low or {}
-    for name, pct in high.items():
-        if pct < 0:
-            out.append(((*at, "highThresholds", name), "percentage must be greater than or equal to 0", pct))
-    for name, pct in low.items():
-        if pct < 0:
-            out.append(((*at, "lowThresholds", name), "percentage must be greater than or equal to 0", pct))
-        if name in high and pct > high[name]:
-            out.append(
-                (
-                    (*at, "lowThresholds", name),
-                    "low percentage must be less than or equal to highThresholds",
-                    pct,
-                )
-            )
-    for name, pct in prod_high.items():
-        if pct < 0:
-            out.append(
-                ((*at, "prodHighThresholds", name), "percentage must be greater than or equal to 0", pct)
-            )
-        if name in high and pct > high[name]:
-            out.append(
-                (
-                    (*at, "prodHighThresholds", name),
-                    "node percentage must be greater than or equal to prodHighThresholds",
-                    pct,
-                )
-            )
-    for name, pct in prod_low.items():
-        if pct < 0:
-            out.append(
-                ((*at, "prodLowThresholds", name), "percentage must be greater than or equal to 0", pct)
-            )
-        if name in prod_high and pct > prod_high[name]:
-            out.append(
-                (
-                    (*at, "prodLowThresholds", name),
-                    "low percentage must be less than or equal to prodHighThresholds",
-                    pct,
-                )
-            )
+    # (field, its percentages, the ones it may not exceed, the message when it does), in upstream's order
+    bounded: tuple[tuple[str, ResourceThresholds, ResourceThresholds, str], ...] = (
+        ("highThresholds", high, {}, ""),
+        ("lowThresholds", low, high, "low percentage must be less than or equal to highThresholds"),
+        (
+            "prodHighThresholds",
+            prod_high,
+            high,
+            "node percentage must be greater than or equal to prodHighThresholds",
+        ),
+        (
+            "prodLowThresholds",
+            prod_low,
+            prod_high,
+            "low percentage must be less than or equal to prodHighThresholds",
+        ),
+    )
+    for field, values, bound, too_high in bounded:
+        for name, pct in values.items():
+            if pct < 0:
+                out.append(((*at, field, name), "percentage must be greater than or equal to 0", pct))
+            if name in bound and pct > bound[name]:
+                out.append(((*at, field, name), too_high, pct))
     if cond is not None:
-        if cond.consecutive_abnormalities <= 0:
-            out.append(
-                (
-                    (*at, "anomalyCondition", "consecutiveAbnormalities"),
-                    "consecutiveAbnormalities must be greater than 0",
-                    cond.consecutive_abnormalities,
-                )
-            )
-        if cond.consecutive_normalities <= 0:
-            out.append(
-                (
-                    (*at, "anomalyCondition", "consecutiveNormalities"),
-                    "consecutiveNormalities must be greater than 0",
-                    cond.consecutive_normalities,
-                )
-            )
+        for field, count in (
+            ("consecutiveAbnormalities", cond.consecutive_abnormalities),
+            ("consecutiveNormalities", cond.consecutive_normalities),
+        ):
+            if count <= 0:
+                out.append(((*at, "anomalyCondition", field), f"{field} must be greater than 0", count))
     return out

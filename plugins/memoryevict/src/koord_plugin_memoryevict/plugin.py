@@ -3,7 +3,8 @@
 Each tick, unless within ``coolTimeSeconds`` (4 s) of the last eviction, the configured triggers run in
 Koordinator's order -- ``BEMemoryEvict``, ``MemoryAllocatableEvict``, ``MemoryEvict`` -- and
 ``kill_and_evict_pods`` evicts through the cluster's Eviction API until the released memory covers the gap.
-Unlike CPU eviction there is no cool time right after start (upstream starts from the zero time).
+Unlike CPU eviction there is no cool time right after start (upstream starts from the zero time). That round
+and the ``MemoryAllocatableEvict`` task are the framework's ``ThresholdEvictStrategy``, shared with CPU.
 """
 
 from __future__ import annotations
@@ -12,32 +13,22 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
-from koord_framework.api.qos import priority_class_with_default
 from koord_framework.api.resources import MEMORY
-from koord_framework.koordlet.eviction import (
-    EVICT_REASON_PREFIX,
-    EvictTask,
-    PodEvictInfo,
-    ReleaseTarget,
-    kill_and_evict_pods,
-    request_from_pod,
-    task_remaining,
+from koord_framework.koordlet.evict_policy import (
+    EvictResource,
+    ThresholdEvictStrategy,
+    priority_evict_infos,
 )
-from koord_framework.koordlet.helpers import collect_pod_metrics_last, node_status_resources
+from koord_framework.koordlet.eviction import EVICT_REASON_PREFIX, EvictTask, ReleaseTarget
 from koord_framework.koordlet.metrics.cache import MetricKind
 from koord_framework.koordlet.nodeslo import ResourceThresholdStrategy
-from koord_framework.koordlet.qos import IntervalArgs, QOSContext, QOSStrategy
+from koord_framework.koordlet.qos import IntervalArgs, QOSContext
 from koord_framework.koordlet.states import NodeState
 from koord_framework.plugin import PluginArgs
 from koord_plugin_memoryevict.policy import (
-    ConfigInvalid,
     be_pod_evict_infos,
-    check_allocatable_config,
     check_used_threshold_config,
-    priority_evict_infos,
-    release_by_allocatable,
     release_by_used_threshold,
-    released_classes,
 )
 
 Trigger = Literal["BEMemoryEvict", "MemoryAllocatableEvict", "MemoryEvict"]
@@ -55,108 +46,56 @@ class BEMemoryEvictArgs(IntervalArgs):
     MemoryAllocatableEvict, MemoryEvict): the feature gates of the same names."""
 
 
-class BEMemoryEvict(QOSStrategy):
+class BEMemoryEvict(ThresholdEvictStrategy[Trigger]):
     """Evict BE pods (and, opt-in, low-priority pods) when node memory usage or requests run high."""
 
     name: ClassVar[str] = "BEMemoryEvict"
     Args: ClassVar[type[PluginArgs]] = BEMemoryEvictArgs
     feature: ClassVar[str] = "BEMemoryEvict"
+    resource: ClassVar[EvictResource] = MEMORY
+    pod_usage_metric: ClassVar[MetricKind] = MetricKind.POD_MEMORY_USAGE
 
     def __init__(self, args: PluginArgs, context: QOSContext) -> None:
-        super().__init__(args, context)
         assert isinstance(args, BEMemoryEvictArgs)
-        self.cool_time = args.cool_time_seconds
-        self.triggers = [t for t in TRIGGER_ORDER if t in args.triggers]
-        self.last_evict_time = float("-inf")
-
-    def tick(self, now: float) -> None:
-        if now < self.last_evict_time + self.cool_time:
-            return
-        state = self.context.state
-        slo, node = state.node_slo, state.node_manifest
-        if slo is None or node is None:
-            self.decide("skipped: no node or NodeSLO yet")
-            return
-        capacity = node_status_resources(node).get(MEMORY, 0)
-        if capacity <= 0:
-            self.decide(f"skipped: node memory capacity {capacity} is not valid")
-            return
-        tasks: list[EvictTask] = []
-        for trigger in self.triggers:
-            try:
-                task = self.build_task(trigger, slo.threshold, state, capacity, now)
-            except ConfigInvalid as err:
-                self.decide(f"{trigger}: skipped, invalid config: {err}")
-                continue
-            if task is not None:
-                tasks.append(task)
-        if not tasks:
-            return
-        released, newly = kill_and_evict_pods(self.context.evictor, tasks)
-        if newly:
-            self.last_evict_time = now
-        for task in tasks:
-            left = task_remaining(task.to_release, released.get(task.release_target))
-            self.decide(
-                f"{task.reason}: {'released' if not left else 'could not release all'}",
-                toRelease=dict(task.to_release),
-                released=dict(released.get(task.release_target, {})),
-                remaining=left,
-                candidates=[i.pod.key for i in task.sorted_pods],
-            )
+        super().__init__(
+            args,
+            context,
+            triggers=[t for t in TRIGGER_ORDER if t in args.triggers],
+            cool_time_seconds=args.cool_time_seconds,
+            last_evict_time=float("-inf"),
+        )
 
     def build_task(
         self, trigger: Trigger, t: ResourceThresholdStrategy, state: NodeState, capacity: int, now: float
     ) -> EvictTask | None:
-        ctx = self.context
-        interval = ctx.collect_interval_seconds
-        reason = EVICT_REASON_PREFIX + trigger
-        if trigger in ("BEMemoryEvict", "MemoryEvict"):
-            check_used_threshold_config(t, needs_priority=trigger == "MemoryEvict")
-            used = ctx.metrics.last(MetricKind.NODE_MEMORY_USAGE, now, 2 * interval)
-            if used is None:
-                self.decide(f"{trigger}: skipped, no recent node memory sample")
-                return None
-            release = release_by_used_threshold(t, capacity, used)
-            if release <= 0:
-                return None
-            pod_used = collect_pod_metrics_last(
-                ctx.metrics, MetricKind.POD_MEMORY_USAGE, state.pods, now, interval
-            )
-            if trigger == "BEMemoryEvict":
-                infos = be_pod_evict_infos(state.pods, pod_used, trigger)
-            else:
-                assert t.evict_enabled_priority_threshold is not None
-                infos = priority_evict_infos(
-                    state.pods, trigger, t.evict_enabled_priority_threshold, pod_used, by_request=False
-                )
-            self.decide(
-                f"{trigger}: node memory {int(used)} of {capacity} bytes is over the threshold",
-                releaseBytes=release,
-            )
-            return EvictTask(
-                reason,
-                infos,
-                ReleaseTarget.RESOURCE_USED,
-                {MEMORY: release},
-                lambda i: {MEMORY: i.memory_used},
-            )
-        check_allocatable_config(t)
-        to_release = release_by_allocatable(t, state.node_manifest, state.pods)
-        if not to_release:
+        if trigger == "MemoryAllocatableEvict":
+            return self.allocatable_task(trigger, t, state, now)
+        check_used_threshold_config(t, needs_priority=trigger == "MemoryEvict")
+        used = self.context.metrics.last(
+            MetricKind.NODE_MEMORY_USAGE, now, 2 * self.context.collect_interval_seconds
+        )
+        if used is None:
+            self.decide(f"{trigger}: skipped, no recent node memory sample")
             return None
-        classes = released_classes(to_release)
-        pod_used = collect_pod_metrics_last(
-            ctx.metrics, MetricKind.POD_MEMORY_USAGE, state.pods, now, interval
+        release = release_by_used_threshold(t, capacity, used)
+        if release <= 0:
+            return None
+        pod_used = self.pod_usage(state, now)
+        if trigger == "BEMemoryEvict":
+            infos = be_pod_evict_infos(state.pods, pod_used, trigger)
+        else:
+            assert t.evict_enabled_priority_threshold is not None
+            infos = priority_evict_infos(
+                state.pods, trigger, t.evict_enabled_priority_threshold, pod_used, MEMORY, by_request=False
+            )
+        self.decide(
+            f"{trigger}: node memory {int(used)} of {capacity} bytes is over the threshold",
+            releaseBytes=release,
         )
-        assert t.allocatable_evict_priority_threshold is not None
-        infos = priority_evict_infos(
-            state.pods, trigger, t.allocatable_evict_priority_threshold, pod_used, by_request=True
+        return EvictTask(
+            EVICT_REASON_PREFIX + trigger,
+            infos,
+            ReleaseTarget.RESOURCE_USED,
+            {MEMORY: release},
+            lambda i: {MEMORY: i.memory_used},
         )
-
-        def pod_resource(info: PodEvictInfo) -> dict[str, int] | None:
-            if priority_class_with_default(info.pod.manifest) not in classes:
-                return None
-            return request_from_pod(info.pod, MEMORY)
-
-        return EvictTask(reason, infos, ReleaseTarget.RESOURCE_REQUEST, to_release, pod_resource)

@@ -8,7 +8,13 @@ from pydantic import Field, field_validator, model_validator
 
 from koord_framework.api.selectors import SelectorError
 from koord_framework.config.common import ConfigModel, Duration, LabelSelector
-from koord_framework.descheduler.args import Namespaces, PriorityThreshold, fail, selector_problems
+from koord_framework.descheduler.args import (
+    Namespaces,
+    PriorityThreshold,
+    fail,
+    priority_threshold_problems,
+    selector_problems,
+)
 from koord_framework.descheduler.selectors import parse_selector
 from koord_framework.plugin import PluginArgs
 from koord_plugin_migration.util import IntOrStringError, scaled_value
@@ -183,15 +189,7 @@ class MigrationControllerArgs(PluginArgs):
             parse_selector(self.node_selector)
         except SelectorError as err:
             problems.append((("nodeSelector",), str(err), self.node_selector))
-        pt = self.priority_threshold
-        if pt is not None and pt.value is not None and pt.name:
-            problems.append(
-                (
-                    ("priorityThreshold",),
-                    "priority threshold misconfigured, only one of priorityThreshold fields can be set",
-                    None,
-                )
-            )
+        problems += priority_threshold_problems(self.priority_threshold)
         fail("MigrationControllerArgs", problems)
         return self
 
