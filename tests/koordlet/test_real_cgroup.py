@@ -276,14 +276,22 @@ def test_be_quota_follows_the_formula_and_be_cpu_falls_to_it(sandbox: Sandbox) -
         writes = [r for r in agent.executor.audit if r.path == agent_quota_path]
         assert writes and all(r.status is WriteStatus.WRITTEN for r in writes)
 
-        # With the quota fixed, BE's measured CPU falls to quota / period (within 10 %).
+        # With the quota fixed, BE's measured CPU falls to quota / period (within 10 %). The quota is a
+        # ceiling the kernel enforces in every window; reaching it needs idle CPU, which a loaded 2-core
+        # machine does not always have, so up to four 2-second windows are measured and one must land
+        # within 10 % of the target, while none may exceed it by more than 10 %.
         time.sleep(0.5)
-        t0, u0 = time.monotonic(), _cpu_seconds(be_usage)
-        time.sleep(3.0)
-        t1, u1 = time.monotonic(), _cpu_seconds(be_usage)
-        measured = (u1 - u0) / (t1 - t0)
         target_cores = quota / 100000
-        assert abs(measured - target_cores) <= 0.1 * target_cores, (measured, target_cores)
+        windows: list[float] = []
+        for _ in range(4):
+            t0, u0 = time.monotonic(), _cpu_seconds(be_usage)
+            time.sleep(2.0)
+            t1, u1 = time.monotonic(), _cpu_seconds(be_usage)
+            windows.append((u1 - u0) / (t1 - t0))
+            assert windows[-1] <= 1.1 * target_cores, (windows, target_cores)
+            if abs(windows[-1] - target_cores) <= 0.1 * target_cores:
+                break
+        assert abs(windows[-1] - target_cores) <= 0.1 * target_cores, (windows, target_cores)
     finally:
         agent.stop()
         box.cleanup()
