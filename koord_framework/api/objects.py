@@ -9,6 +9,7 @@ them, once per pod, into its own cycle state.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -120,6 +121,91 @@ def pod_limits(containers: tuple[ContainerInfo, ...], overhead: Mapping[str, int
     return lim
 
 
+@dataclass(frozen=True, slots=True)
+class _ParsedResources:
+    """What a pod's containers (and overhead) parse into, shared by every pod with the same containers."""
+
+    containers: tuple[ContainerInfo, ...]
+    overhead: Mapping[str, int]
+    requests: dict[str, int]
+    limits: dict[str, int]
+    kube_qos: qoslib.KubeQoS | None
+    """Computed from the containers; None until a pod without a recorded ``status.qosClass`` needed it."""
+
+
+class _ResourceCache:
+    """Parsed container resources by the containers' exact content.
+
+    Replicas of one workload have identical containers, and parsing quantities and deriving the Kubernetes
+    QoS was most of the cost of building a record (150,000 of them when a scheduler starts on a large
+    cluster). The key is the ``repr`` of the parts parsed: equal reprs of JSON values mean equal values.
+    Pods whose status names containers (container ids are per pod) are parsed in full. The records share
+    the parsed dicts, which every reader treats as read-only. Bounded: cleared when full.
+    """
+
+    MAX_ENTRIES = 4096
+
+    def __init__(self) -> None:
+        self._entries: dict[tuple[str, str, str], _ParsedResources] = {}
+
+    def lookup(
+        self, spec: Mapping[str, Any], status: Mapping[str, Any]
+    ) -> tuple[_ParsedResources | None, tuple[str, str, str] | None]:
+        if status.get("containerStatuses") or status.get("initContainerStatuses"):
+            return None, None
+        key = (
+            _resources_key(spec.get("containers")),
+            _resources_key(spec.get("initContainers")),
+            repr(spec.get("overhead")),
+        )
+        return self._entries.get(key), key
+
+    def store(self, key: tuple[str, str, str] | None, parsed: _ParsedResources) -> None:
+        if key is None:
+            return
+        if len(self._entries) >= self.MAX_ENTRIES:
+            self._entries.clear()
+        self._entries[key] = parsed
+
+
+def _resources_key(containers: Any) -> str:
+    """What ``_containers`` reads of a container list (names, resources, restart policies), as text."""
+    if not containers:
+        return repr(containers)
+    try:
+        return repr([(c.get("name"), c.get("resources"), c.get("restartPolicy")) for c in containers])
+    except AttributeError:  # not a list of objects: let the full parse report it
+        return repr(containers)
+
+
+_RESOURCES = _ResourceCache()
+
+
+class _TimeCache:
+    """``parse_time`` of the timestamps records read, memoised: a cluster's pods share a few thousand
+    distinct creation seconds, and parsing one costs more than the rest of a record's fields."""
+
+    MAX_ENTRIES = 8192
+
+    def __init__(self) -> None:
+        self._entries: dict[Any, float | None] = {}
+
+    def __call__(self, value: Any) -> float | None:
+        if not isinstance(value, str):
+            return parse_time(value)
+        found = self._entries.get(value, _MISSING)
+        if found is _MISSING:
+            found = parse_time(value)
+            if len(self._entries) >= self.MAX_ENTRIES:
+                self._entries.clear()
+            self._entries[value] = found
+        return found  # type: ignore[return-value]
+
+
+_MISSING = object()
+_parse_time = _TimeCache()
+
+
 def condition_times(status: Mapping[str, Any]) -> tuple[float | None, float | None]:
     """``lastTransitionTime`` of the pod's PodScheduled=True and Initialized=True conditions."""
     scheduled = initialized = None
@@ -127,9 +213,9 @@ def condition_times(status: Mapping[str, Any]) -> tuple[float | None, float | No
         if cond.get("status") != "True":
             continue
         if cond.get("type") == "PodScheduled":
-            scheduled = parse_time(cond.get("lastTransitionTime"))
+            scheduled = _parse_time(cond.get("lastTransitionTime"))
         elif cond.get("type") == "Initialized":
-            initialized = parse_time(cond.get("lastTransitionTime"))
+            initialized = _parse_time(cond.get("lastTransitionTime"))
     return scheduled, initialized
 
 
@@ -200,8 +286,12 @@ class PodInfo:
         meta = obj.get("metadata") or {}
         spec = obj.get("spec") or {}
         status = obj.get("status") or {}
-        containers = _containers(spec, status)
-        overhead = parse_resource_list(spec.get("overhead") or {}, path="spec.overhead")
+        parsed, key = _RESOURCES.lookup(spec, status)
+        if parsed is not None:
+            containers, overhead = parsed.containers, parsed.overhead
+        else:
+            containers = _containers(spec, status)
+            overhead = parse_resource_list(spec.get("overhead") or {}, path="spec.overhead")
         scheduled, initialized = condition_times(status)
         ports: list[HostPort] = []
         for c in spec.get("containers") or ():
@@ -212,7 +302,20 @@ class PodInfo:
                         HostPort(str(p.get("protocol") or "TCP"), str(p.get("hostIP") or "0.0.0.0"), hp)
                     )
         labels = dict(meta.get("labels") or {})
-        kube_qos = qoslib.kube_qos(obj)
+        if status.get("qosClass") is not None:
+            kube_qos = qoslib.kube_qos(obj)  # a recorded class wins over the containers
+        elif parsed is not None and parsed.kube_qos is not None:
+            kube_qos = parsed.kube_qos
+        else:
+            kube_qos = qoslib.compute_kube_qos(obj)
+            if parsed is not None:
+                parsed = dataclasses.replace(parsed, kube_qos=kube_qos)
+                _RESOURCES.store(key, parsed)
+        if parsed is None:
+            computed = None if status.get("qosClass") is not None else kube_qos
+            requests, limits = pod_requests(containers, overhead), pod_limits(containers, overhead)
+            parsed = _ParsedResources(containers, overhead, requests, limits, computed)
+            _RESOURCES.store(key, parsed)
         priority = spec.get("priority")
         priority = int(priority) if priority is not None else None
         qos_class, priority_class = qoslib.classes_of(labels, priority, kube_qos)
@@ -226,15 +329,15 @@ class PodInfo:
             labels=labels,
             annotations=dict(meta.get("annotations") or {}),
             containers=containers,
-            requests=pod_requests(containers, overhead),
-            limits=pod_limits(containers, overhead),
+            requests=parsed.requests,
+            limits=parsed.limits,
             kube_qos=kube_qos,
             qos_class=qos_class,
             priority_class=priority_class,
             phase=str(status.get("phase") or "Pending"),
-            creation_time=parse_time(meta.get("creationTimestamp")),
-            deletion_time=parse_time(meta.get("deletionTimestamp")),
-            start_time=parse_time(status.get("startTime")),
+            creation_time=_parse_time(meta.get("creationTimestamp")),
+            deletion_time=_parse_time(meta.get("deletionTimestamp")),
+            start_time=_parse_time(status.get("startTime")),
             scheduled_time=scheduled,
             initialized_time=initialized,
             owner_refs=tuple(

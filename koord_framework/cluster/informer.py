@@ -194,17 +194,18 @@ def _same_except(a: Any, b: Any, skip: frozenset[str]) -> bool:
     first, so two versions of one stored object compare in time proportional to their key count)."""
     if a is b:
         return True
+    a = {} if a is None else a  # an absent part (a pod without status) reads as empty, as parsing does
+    b = {} if b is None else b
     if not isinstance(a, dict) or not isinstance(b, dict):
-        return bool(a == b) and not skip
+        return False
+    if not (a.keys() ^ b.keys()) <= skip:
+        return False
     for k, v in a.items():
-        if k in skip:
-            continue
-        if k not in b:
-            return False
-        w = b[k]
-        if v is not w and v != w:
-            return False
-    return all(k in skip or k in a for k in b)
+        if k not in skip:
+            w = b[k]
+            if v is not w and v != w:
+                return False
+    return True
 
 
 def rebound(record: PodInfo, old: Obj, new: Obj) -> PodInfo | None:

@@ -89,8 +89,8 @@ class Snapshot:
         return self._change_base + len(self._changes)
 
     def rows_changed_since(self, seq: int) -> list[int] | None:
-        """Rows whose ``NodeInfo`` was replaced or removed since ``change_seq`` was ``seq`` (repeats possible);
-        None when that part of the log was dropped (rebuild from scratch then).
+        """Rows whose ``NodeInfo`` was replaced or removed since ``change_seq`` was ``seq`` (repeats
+        possible); None when that part of the log was dropped (rebuild from scratch then).
 
         A plugin that keeps per-row aggregates over the pods of each node (pods matching a selector, say)
         brings them up to date by recounting just these rows, instead of walking every node each cycle.

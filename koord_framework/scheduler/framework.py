@@ -16,15 +16,18 @@ every extension point with kube-scheduler's semantics (``pkg/scheduler/framework
 The vectorised fast path: a Filter plugin that also subclasses ``VectorFilter`` is evaluated over NumPy rows
 of the snapshot's ``NodeTable`` in one call, a Score plugin with ``VectorScore`` likewise. Plugins keep
 profile order and first-failure attribution whatever their form, so the vectorised and per-node paths give
-identical results; per-node reasons for vectorised rejections are fetched with ``filter`` only when somebody
-needs them (an unschedulable pod, ``--explain``).
+identical results; per-node reasons for vectorised rejections are fetched only when somebody needs them (an
+unschedulable pod, ``--explain``): all at once from plugins that also subclass ``VectorFilterStatuses``, else
+with ``filter`` node by node. They are kept as arrays (``RowStatuses``: a status index per rejected row), so
+that a pod no node fits costs array operations rather than a dictionary entry per node. A score extensions
+object that subclasses ``VectorNormalize`` normalises arrays likewise.
 """
 
 from __future__ import annotations
 
 import abc
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from time import perf_counter
@@ -79,6 +82,8 @@ PODS_TO_ACTIVATE = "kubernetes.io/pods-to-activate"
 queue after this cycle (kube-scheduler's ``PodsToActivate``; Coscheduling uses it for a gang's siblings)."""
 
 _EMPTY_ROWS: Int64Array = np.zeros(0, dtype=np.int64)
+_CHUNK_SLACK = 64
+"""Rows beyond 1.5 × numFeasibleNodesToFind in the first vectorised Filter pass (see ``find_feasible``)."""
 
 
 # --- optional vectorised NormalizeScore ---------------------------------------------------------------
@@ -94,6 +99,23 @@ class VectorNormalize(abc.ABC):
     def normalize_all(
         self, state: CycleState, pod: PodInfo, rows: Int64Array, scores: Int64Array
     ) -> Int64Array: ...
+
+
+# --- optional vectorised Filter statuses ---------------------------------------------------------------
+class VectorFilterStatuses(abc.ABC):
+    """For a ``VectorFilter`` plugin: the statuses ``filter`` would return for rows ``filter_all`` rejected.
+
+    When no node fits, every rejected node needs its status (for the "0/N nodes are available" message and
+    for preemption, which skips UnschedulableAndUnresolvable nodes). Without this, the framework calls
+    ``filter`` once per rejected node — on thousands of nodes that costs far more than the failed search
+    itself. The statuses must equal what ``filter`` returns node by node (share Status objects between rows:
+    they are immutable); the framework names the plugin in them.
+    """
+
+    @abc.abstractmethod
+    def filter_statuses(
+        self, state: CycleState, pod: PodInfo, table: NodeTable, rows: Int64Array
+    ) -> Sequence[Status]: ...
 
 
 def default_normalize_all(
@@ -190,9 +212,71 @@ class FilterOutcome:
     """Candidates examined (feasible + rejected), for the rotating start index."""
     rejected_by: dict[str, Int64Array] = field(default_factory=dict)
     """Plugin → rows it was the first to reject."""
-    statuses: dict[str, Status] = field(default_factory=dict)
-    """Node name → rejection status; complete only when reasons were asked for (or nothing fit)."""
+    statuses: Mapping[str, Status] = field(default_factory=dict)
+    """Node name → rejection status (a ``RowStatuses``); complete only when reasons were asked for (or
+    nothing fit)."""
     error: Status | None = None
+
+
+class RowStatuses(Mapping[str, Status]):
+    """Node name → rejection status, held as arrays: the rejected rows in order and, per row, an index into
+    the short list of distinct statuses (thousands of rejected nodes share a handful of reasons).
+
+    A failed search on a large cluster then costs a few array operations instead of a dictionary entry
+    per node: ``counts()`` feeds the "0/N nodes are available" histogram and ``codes(rows)`` lets
+    preemption find the nodes where it cannot help, both without visiting nodes one by one.
+    """
+
+    __slots__ = ("_by_row", "_index", "_names", "distinct", "ids", "rows")
+
+    def __init__(self, table: NodeTable, rows: Int64Array, ids: Int64Array, distinct: list[Status]) -> None:
+        self._names = table.names
+        self._index = table.index
+        self.rows = rows
+        """Rejected rows, in the order their statuses were established."""
+        self.ids = ids
+        """Per row of ``rows``: its status, an index into ``distinct``."""
+        self.distinct = distinct
+        self._by_row: Int64Array | None = None
+
+    def _ids_by_row(self) -> Int64Array:
+        if self._by_row is None:
+            by_row = np.full(len(self._names), -1, dtype=np.int64)
+            by_row[self.rows] = self.ids
+            self._by_row = by_row
+        return self._by_row
+
+    def __getitem__(self, name: str) -> Status:
+        row = self._index.get(name)
+        by_row = self._ids_by_row()
+        if row is None or row >= by_row.shape[0] or by_row[row] < 0:
+            raise KeyError(name)
+        return self.distinct[int(by_row[row])]
+
+    def __iter__(self) -> Iterator[str]:
+        names = self._names
+        return iter([names[r] for r in self.rows.tolist()])
+
+    def __len__(self) -> int:
+        return int(self.rows.shape[0])
+
+    def counts(self) -> list[tuple[Status, int]]:
+        """Each distinct status with the number of nodes it rejected."""
+        n = np.bincount(self.ids, minlength=len(self.distinct)).tolist()
+        return [(st, c) for st, c in zip(self.distinct, n, strict=True) if c]
+
+    def codes(self, rows: Int64Array) -> Int64Array:
+        """Per row the ``Code`` of its status, -1 for rows without one."""
+        by_row = self._ids_by_row()
+        codes = np.array([int(st.code) for st in self.distinct] + [-1], dtype=np.int64)
+        return codes[by_row[rows]]  # -1 indexes the trailing "none"
+
+
+def distinct_statuses(statuses: Mapping[str, Status]) -> list[Status]:
+    """The different statuses among ``statuses``' values (cheap for a ``RowStatuses``)."""
+    if isinstance(statuses, RowStatuses):
+        return [st for st, _ in statuses.counts()]
+    return list(statuses.values())
 
 
 @dataclass(slots=True)
@@ -279,11 +363,6 @@ class Framework:
         self.pre_bind: list[tuple[str, PreBindPlugin]] = at("PreBind")
         self.bind: list[tuple[str, BindPlugin]] = at("Bind")
         self.post_bind: list[tuple[str, PostBindPlugin]] = at("PostBind")
-        self.scores_need_node_infos = bool(self.pre_score) or any(
-            sc.vector is None or (sc.ext is not None and not isinstance(sc.ext, VectorNormalize))
-            for sc in self.scores
-        )
-        """Whether PreScore/Score need the feasible nodes' ``NodeInfo`` list (else rows are enough)."""
 
     # --- introspection ------------------------------------------------------------------------------
     def plugin(self, name: str) -> Plugin:
@@ -470,97 +549,111 @@ class Framework:
 
         Deterministic version of kube-scheduler's ``findNodesThatPassFilters``: the nodes examined are exactly
         those up to and including the ``num_to_find``-th feasible one in rotated order, whichever form
-        (vectorised or per-node) each plugin has. Vectorised plugins run first over every candidate (a NumPy
-        call costs about the same for 100 rows as for 5,000); per-node plugins then visit the survivors in
-        order and the search stops as soon as enough nodes fit. Filters are side-effect free and independent
-        of the order nodes are visited, so this finds the same nodes as running each node's plugins in
-        profile order; first-failure attribution (the rejecting plugin of a node) is restored exactly in
-        ``_fill_reasons`` when reasons are needed.
+        (vectorised or per-node) each plugin has. Vectorised plugins run first, over a prefix of the rotated
+        candidates about 1.5 times ``num_to_find`` long (then over the rest only if that prefix holds too
+        few feasible nodes); per-node plugins then visit the survivors in order and the search stops as soon
+        as enough nodes fit. Filters are side-effect free and independent of the order nodes are visited, so
+        this finds the same nodes as running each node's plugins in profile order; first-failure attribution
+        (the rejecting plugin of a node) is restored exactly in ``_fill_reasons`` when reasons are needed.
         """
         n = int(candidates.size)
         if n == 0:
             return FilterOutcome(_EMPTY_ROWS, 0)
         start %= n
-        order = candidates if start == 0 else np.concatenate((candidates[start:], candidates[:start]))
         k = min(max(num_to_find, 1), n)
         plugins = [f for f in self.filters if f.name not in state.skip_filter]
         if not plugins:
-            return FilterOutcome(order[:k].copy(), k)
+            return FilterOutcome(_rotated(candidates, start, 0, k).copy(), k)
         snap = self.handle.snapshot
         table, by_row = snap.table, snap.by_row
         sampled = state.record_metrics
         t_point = perf_counter() if sampled else 0.0
         rejected_pos: dict[str, list[Int64Array]] = {}
         node_status: dict[int, Status] = {}  # position -> status, for per-node rejections
-        positions: Int64Array = np.arange(n, dtype=np.int64)
-        rows = order
-        for f in plugins:
-            if f.vector is None or rows.size == 0:
-                continue
-            t0 = perf_counter() if sampled else 0.0
-            try:
-                mask = _as_mask(f.vector.filter_all(state, pod, table, rows), rows.size, f.name)
-            except Exception as exc:
-                return FilterOutcome(_EMPTY_ROWS, 0, error=_plugin_error(f.name, "Filter", exc))
-            if sampled:
-                self.metrics.observe_plugin(f.name, "Filter", "Success", perf_counter() - t0)
-            if not mask.all():
-                rejected_pos.setdefault(f.name, []).append(positions[~mask])
-                positions = positions[mask]
-                rows = rows[mask]
+        vector = [f for f in plugins if f.vector is not None]
         per_node = [f for f in plugins if f.vector is None]
         nominated_nodes = self.handle.nominated_node_names()
+        spent: dict[str, float] = {}
+        found: list[Int64Array] = []
+        count = 0
         processed = n
-        if not per_node and not nominated_nodes:
-            if rows.size >= k:
-                processed = int(positions[k - 1]) + 1
-                rows = rows[:k]
-            feasible = rows
-        else:
-            spent = dict.fromkeys((f.name for f in per_node), 0.0)
-            found: list[int] = []
-            row_list = rows.tolist()
-            for i, row in enumerate(row_list):
-                ni = by_row[row]
-                assert ni is not None
-                failed: Status | None = None
-                for f in per_node:
-                    t0 = perf_counter() if sampled else 0.0
-                    s = _filter_one(f, state, pod, ni)
-                    if sampled:
-                        spent[f.name] += perf_counter() - t0
-                    if s.code is Code.SUCCESS:
-                        continue
-                    if s.code is Code.ERROR:
-                        return FilterOutcome(_EMPTY_ROWS, 0, error=s)
-                    failed = s
+        # The search stops at the k-th feasible node, so the vectorised filters first run over a prefix of
+        # the rotated candidates somewhat longer than k (a NumPy call costs per row, too); only when that
+        # prefix holds fewer than k feasible nodes do they run over the rest.
+        lo = 0
+        hi = n if want_reasons else min(n, k + k // 2 + _CHUNK_SLACK)
+        while lo < n and count < k:
+            positions: Int64Array = np.arange(lo, hi, dtype=np.int64)
+            rows = _rotated(candidates, start, lo, hi)
+            for f in vector:
+                if rows.size == 0:
                     break
-                if failed is None and ni.name in nominated_nodes:
-                    s = self.run_filter_with_nominated_pods(state, pod, ni)
-                    if s.code is Code.ERROR:
-                        return FilterOutcome(_EMPTY_ROWS, 0, error=s)
-                    if not s.is_success:
+                t0 = perf_counter() if sampled else 0.0
+                try:
+                    mask = _as_mask(f.vector.filter_all(state, pod, table, rows), rows.size, f.name)  # type: ignore[union-attr]
+                except Exception as exc:
+                    return FilterOutcome(_EMPTY_ROWS, 0, error=_plugin_error(f.name, "Filter", exc))
+                if sampled:
+                    spent[f.name] = spent.get(f.name, 0.0) + perf_counter() - t0
+                if not mask.all():
+                    rejected_pos.setdefault(f.name, []).append(positions[~mask])
+                    positions = positions[mask]
+                    rows = rows[mask]
+            if not per_node and not nominated_nodes:
+                need = k - count
+                if rows.size >= need:
+                    processed = int(positions[need - 1]) + 1
+                    rows = rows[:need]
+                found.append(rows)
+                count += int(rows.size)
+            else:
+                hits: list[int] = []
+                row_list = rows.tolist()
+                for i, row in enumerate(row_list):
+                    ni = by_row[row]
+                    assert ni is not None
+                    failed: Status | None = None
+                    for f in per_node:
+                        t0 = perf_counter() if sampled else 0.0
+                        s = _filter_one(f, state, pod, ni)
+                        if sampled:
+                            spent[f.name] = spent.get(f.name, 0.0) + perf_counter() - t0
+                        if s.code is Code.SUCCESS:
+                            continue
+                        if s.code is Code.ERROR:
+                            return FilterOutcome(_EMPTY_ROWS, 0, error=s)
                         failed = s
-                if failed is not None:
-                    pos = int(positions[i])
-                    node_status[pos] = failed
-                    rejected_pos.setdefault(failed.plugin or "", []).append(positions[i : i + 1])
-                    continue
-                found.append(row)
-                if len(found) == k:
-                    processed = int(positions[i]) + 1
-                    break
-            feasible = np.array(found, dtype=np.int64)
-            if sampled:
-                for name, secs in spent.items():
-                    self.metrics.observe_plugin(name, "Filter", "Success", secs)
+                        break
+                    if failed is None and ni.name in nominated_nodes:
+                        s = self.run_filter_with_nominated_pods(state, pod, ni)
+                        if s.code is Code.ERROR:
+                            return FilterOutcome(_EMPTY_ROWS, 0, error=s)
+                        if not s.is_success:
+                            failed = s
+                    if failed is not None:
+                        pos = int(positions[i])
+                        node_status[pos] = failed
+                        rejected_pos.setdefault(failed.plugin or "", []).append(positions[i : i + 1])
+                        continue
+                    hits.append(row)
+                    count += 1
+                    if count == k:
+                        processed = int(positions[i]) + 1
+                        break
+                found.append(np.array(hits, dtype=np.int64))
+            lo, hi = hi, n
+        feasible = np.concatenate(found) if len(found) > 1 else (found[0] if found else _EMPTY_ROWS)
+        if sampled:
+            for name, secs in spent.items():
+                self.metrics.observe_plugin(name, "Filter", "Success", secs)
         outcome = FilterOutcome(np.ascontiguousarray(feasible, dtype=np.int64), processed)
         for name, parts in rejected_pos.items():
             p = np.concatenate(parts) if len(parts) > 1 else parts[0]
             p = p[p < processed]
             if p.size:
-                outcome.rejected_by[name] = order[np.sort(p)]
+                outcome.rejected_by[name] = candidates[(np.sort(p) + start) % n]
         if want_reasons or feasible.size == 0:
+            order = np.concatenate((candidates[start:], candidates[:start]))
             self._fill_reasons(state, pod, outcome, order, node_status, processed)
         if sampled:
             label = "Success" if feasible.size else "Unschedulable"
@@ -581,33 +674,90 @@ class Framework:
         A per-node rejection is already exact (every vectorised plugin and every earlier per-node plugin
         passed that node). A node a vectorised plugin rejected is run through the per-node chain: an earlier
         per-node plugin may reject it first; if none does, the vectorised form disagrees with ``filter``,
-        which is reported as an Error naming the plugin.
+        which is reported as an Error naming the plugin. The vectorised pass ran in profile order, so every
+        vectorised plugin before the rejecting one passed the node: when no per-node plugin precedes it, the
+        chain starts at the rejecting plugin, whose ``filter_statuses`` (``VectorFilterStatuses``) then
+        answers for all its rows at once.
         """
-        by_row = self.handle.snapshot.by_row
-        for position, s in node_status.items():
+        snap = self.handle.snapshot
+        statuses = _StatusTable()
+        done: set[int] = set()
+        for position, st in node_status.items():
             if position < processed:
-                ni = by_row[int(order[position])]
-                assert ni is not None
-                outcome.statuses[ni.name] = s
-        for name, rows in outcome.rejected_by.items():
-            for row in rows.tolist():
-                ni = by_row[row]
-                assert ni is not None
-                if ni.name in outcome.statuses:
-                    continue
-                s = self.run_filter(state, pod, ni)
-                if s.is_success:
-                    s = Status(
-                        Code.ERROR,
-                        (f"plugin {name}: filter_all rejected node {ni.name} but filter accepts it",),
-                        name,
-                    )
-                outcome.statuses[ni.name] = s
-        by_plugin: dict[str, list[int]] = {}
-        index = self.handle.snapshot.table.index
-        for node_name, s in outcome.statuses.items():
-            by_plugin.setdefault(s.plugin, []).append(index[node_name])
-        outcome.rejected_by = {p: np.array(sorted(r), dtype=np.int64) for p, r in by_plugin.items()}
+                row = int(order[position])
+                statuses.add([row], np.zeros(1, dtype=np.int64), [st])
+                done.add(row)
+        active = [f for f in self.filters if f.name not in state.skip_filter]
+        for name, rejected in outcome.rejected_by.items():
+            first = next((i for i, f in enumerate(active) if f.name == name), 0)
+            if any(f.vector is None for f in active[:first]):
+                first = 0
+            chain = active[first:]
+            rows = [r for r in rejected.tolist() if r not in done] if done else rejected.tolist()
+            if not rows:
+                continue
+            if chain[0].name == name and isinstance(chain[0].plugin, VectorFilterStatuses):
+                bulk = self._bulk_statuses(chain[0], state, pod, rows)
+                if isinstance(bulk, Status):
+                    outcome.error = bulk
+                    return
+                ids, distinct = bulk
+                passed = [i for i, st in enumerate(distinct) if st.is_success]
+                redo = np.flatnonzero(np.isin(ids, passed)).tolist() if passed else []
+                rest = chain[1:]
+            else:
+                ids, distinct = np.zeros(len(rows), dtype=np.int64), [SUCCESS]
+                redo, rest = list(range(len(rows))), chain
+            if redo:
+                ids = ids.copy()
+                for i in redo:
+                    # The per-node chain as ``filter`` runs it (after the bulk-answering plugin if it passed).
+                    ni = snap.by_row[rows[i]]
+                    assert ni is not None
+                    st = _run_chain(rest, state, pod, ni)
+                    if st.is_success:
+                        msg = f"plugin {name}: filter_all rejected node {ni.name} but filter accepts it"
+                        st = Status(Code.ERROR, (msg,), name)
+                    ids[i] = len(distinct)
+                    distinct.append(st)
+            statuses.add(rows, ids, distinct)
+        outcome.statuses = statuses.build(snap.table)
+        outcome.rejected_by = statuses.rows_by_plugin()
+
+    def _bulk_statuses(
+        self, f: _Filter, state: CycleState, pod: PodInfo, rows: list[int]
+    ) -> tuple[Int64Array, list[Status]] | Status:
+        """``filter_statuses`` of ``f`` for ``rows`` as (per row an index into the distinct statuses, the
+        distinct statuses named after the plugin as ``_filter_one`` names them), or an Error status."""
+        plugin = f.plugin
+        assert isinstance(plugin, VectorFilterStatuses)
+        table = self.handle.snapshot.table
+        try:
+            found = plugin.filter_statuses(state, pod, table, np.array(rows, dtype=np.int64))
+        except Exception as exc:
+            return _plugin_error(f.name, "Filter", exc)
+        if len(found) != len(rows):
+            msg = f"plugin {f.name}: filter_statuses gave {len(found)} statuses for {len(rows)} nodes"
+            return Status(Code.ERROR, (msg,), f.name)
+        # Thousands of rows share a few status objects: index them by identity with C-level loops.
+        keys = list(map(id, found))
+        position = {k: i for i, k in enumerate(dict.fromkeys(keys))}
+        ids = np.array(list(map(position.__getitem__, keys)), dtype=np.int64)
+        originals: dict[int, Status] = {}
+        for st in found:
+            if len(originals) == len(position):
+                break
+            originals.setdefault(id(st), st)
+        distinct: list[Status] = []
+        for k in position:
+            st = originals[k]
+            if st.is_rejected:
+                st = st.with_plugin(f.name)
+            elif not st.is_success:
+                text = f"running {f.name!r} filter plugin: {st.code.label} {st.message}".strip()
+                st = Status(Code.ERROR, (text,), f.name)
+            distinct.append(st)
+        return ids, distinct
 
     # --- PostFilter ---------------------------------------------------------------------------------
     def run_post_filter(
@@ -729,7 +879,8 @@ class Framework:
                     self._observe(sc.name, "ScoreExtensionNormalize", s, t0)
                 if not s.is_success:
                     return None, Status(Code.ERROR, (f"plugin {sc.name} failed with: {s.message}",), sc.name)
-            if size and (int(normalized.min()) < MIN_NODE_SCORE or int(normalized.max()) > MAX_NODE_SCORE):
+            # One reduction checks both bounds: as unsigned, a negative score is larger than any valid one.
+            if size and int(normalized.view(np.uint64).max()) > MAX_NODE_SCORE - MIN_NODE_SCORE:
                 bad = (
                     int(normalized.max()) if int(normalized.max()) > MAX_NODE_SCORE else int(normalized.min())
                 )
@@ -879,6 +1030,52 @@ def _check_vector_forms(name: str, klass: type[Plugin]) -> None:
             )
 
 
+class _StatusTable:
+    """Rejected rows in order with an index per row into the distinct statuses (built into RowStatuses)."""
+
+    def __init__(self) -> None:
+        self._rows: list[Int64Array] = []
+        self._ids: list[Int64Array] = []
+        self._distinct: list[Status] = []
+        self._index: dict[int, int] = {}  # id(status) -> position in _distinct
+        self._built: tuple[Int64Array, Int64Array] = (_EMPTY_ROWS, _EMPTY_ROWS)
+
+    def add(self, rows: Sequence[int], ids: Int64Array, distinct: Sequence[Status]) -> None:
+        """``rows[i]`` has status ``distinct[ids[i]]``."""
+        remap = np.empty(len(distinct), dtype=np.int64)
+        for i, st in enumerate(distinct):
+            j = self._index.get(id(st))
+            if j is None:
+                j = self._index[id(st)] = len(self._distinct)
+                self._distinct.append(st)
+            remap[i] = j
+        self._rows.append(np.array(rows, dtype=np.int64))
+        self._ids.append(remap[ids])
+
+    def build(self, table: NodeTable) -> RowStatuses:
+        rows = np.concatenate(self._rows) if self._rows else _EMPTY_ROWS
+        ids = np.concatenate(self._ids) if self._ids else _EMPTY_ROWS
+        self._built = (rows, ids)
+        return RowStatuses(table, rows, ids, self._distinct)
+
+    def rows_by_plugin(self) -> dict[str, Int64Array]:
+        rows, ids = self._built
+        by_plugin: dict[str, list[int]] = {}
+        for i, st in enumerate(self._distinct):
+            by_plugin.setdefault(st.plugin, []).append(i)
+        if len(by_plugin) == 1:
+            return {plugin: np.sort(rows) for plugin in by_plugin}
+        return {plugin: np.sort(rows[np.isin(ids, found)]) for plugin, found in by_plugin.items()}
+
+
+def _run_chain(chain: Sequence[_Filter], state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+    for f in chain:
+        s = _filter_one(f, state, pod, node)
+        if not s.is_success:
+            return s
+    return SUCCESS
+
+
 def _filter_one(f: _Filter, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
     """One plugin on one node; anything but Success or a rejection becomes an Error naming the plugin."""
     try:
@@ -892,6 +1089,17 @@ def _filter_one(f: _Filter, state: CycleState, pod: PodInfo, node: NodeInfo) -> 
     return Status(
         Code.ERROR, (f"running {f.name!r} filter plugin: {s.code.label} {s.message}".strip(),), f.name
     )
+
+
+def _rotated(candidates: Int64Array, start: int, lo: int, hi: int) -> Int64Array:
+    """Positions ``lo:hi`` of ``candidates`` rotated to begin at ``start`` (without rotating all of it)."""
+    n = candidates.shape[0]
+    a, b = start + lo, start + hi
+    if b <= n:
+        return candidates[a:b]
+    if a >= n:
+        return candidates[a - n : b - n]
+    return np.concatenate((candidates[a:], candidates[: b - n]))
 
 
 def _plugin_error(name: str, point: str, exc: BaseException) -> Status:

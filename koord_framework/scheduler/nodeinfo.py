@@ -27,6 +27,13 @@ def non_zero_requests(pod: PodInfo) -> tuple[int, int]:
     cached = pod.non_zero
     if cached is not None:
         return cached
+    # Replicas share their parsed containers (``PodInfo.from_manifest`` caches them by content), so the
+    # answer is kept per containers object too; the entry holds the objects, so their ids stay theirs.
+    key = (id(pod.containers), id(pod.overhead))
+    hit = _NON_ZERO.get(key)
+    if hit is not None and hit[0] is pod.containers and hit[1] is pod.overhead:
+        pod.non_zero = hit[2]
+        return hit[2]
     defaulted = tuple(
         ContainerInfo(
             c.name,
@@ -40,8 +47,15 @@ def non_zero_requests(pod: PodInfo) -> tuple[int, int]:
         for c in pod.containers
     )
     reqs = pod_requests(defaulted, pod.overhead)
-    pod.non_zero = (reqs.get("cpu", 0), reqs.get("memory", 0))
-    return pod.non_zero
+    value = (reqs.get("cpu", 0), reqs.get("memory", 0))
+    if len(_NON_ZERO) >= 4096:
+        _NON_ZERO.clear()
+    _NON_ZERO[key] = (pod.containers, pod.overhead, value)
+    pod.non_zero = value
+    return value
+
+
+_NON_ZERO: dict[tuple[int, int], tuple[Any, Any, tuple[int, int]]] = {}
 
 
 def has_affinity(pod: PodInfo) -> bool:

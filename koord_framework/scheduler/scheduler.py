@@ -48,6 +48,8 @@ from koord_framework.scheduler.framework import (
     Framework,
     PluginLayout,
     PluginScores,
+    RowStatuses,
+    distinct_statuses,
     narrowing_plugins,
 )
 from koord_framework.scheduler.handle import SchedulerHandle
@@ -149,7 +151,7 @@ class Diagnosis:
     """Why no node fit (kube-scheduler's ``FitError``)."""
 
     num_all_nodes: int
-    statuses: dict[str, Status] = field(default_factory=dict)
+    statuses: Mapping[str, Status] = field(default_factory=dict)
     absent: Status | None = None
     """Status of every node not in ``statuses`` (nodes a PreFilter result excluded)."""
     unschedulable_plugins: set[str] = field(default_factory=set)
@@ -164,9 +166,14 @@ class Diagnosis:
             msg += f" {self.pre_filter_msg}."
         else:
             counts: dict[str, int] = {}
-            for s in self.statuses.values():
+            per_status = (
+                self.statuses.counts()
+                if isinstance(self.statuses, RowStatuses)
+                else [(s, 1) for s in self.statuses.values()]
+            )
+            for s, n in per_status:
                 for reason in s.reasons:
-                    counts[reason] = counts.get(reason, 0) + 1
+                    counts[reason] = counts.get(reason, 0) + n
             missing = self.num_all_nodes - len(self.statuses)
             if missing > 0 and self.absent is not None:
                 for reason in self.absent.reasons:
@@ -180,12 +187,50 @@ class Diagnosis:
 
 
 class NodeToStatus(Mapping[str, Status]):
-    """Node → rejection status for PostFilter, lazily covering nodes outside ``explicit`` with ``absent``."""
+    """Node → rejection status for PostFilter, lazily covering nodes outside ``explicit`` with ``absent``.
 
-    def __init__(self, explicit: Mapping[str, Status], absent: Status | None, nodes: Sequence[str]) -> None:
+    ``codes(rows)`` answers for many snapshot rows at once (the ``Code`` of each row's status, -1 for none),
+    so that preemption can set aside the nodes it cannot help without a lookup per node.
+    """
+
+    def __init__(
+        self,
+        explicit: Mapping[str, Status],
+        absent: Status | None,
+        nodes: Sequence[str] | Callable[[], Sequence[str]],
+        table_index: Mapping[str, int] | None = None,
+    ) -> None:
         self._explicit = explicit
         self._absent = absent
-        self._nodes = nodes
+        self._nodes_or_source = nodes
+        self._name_list: Sequence[str] | None = None
+        self._table_index = table_index
+
+    @property
+    def _nodes(self) -> Sequence[str]:
+        if self._name_list is None:
+            source = self._nodes_or_source
+            self._name_list = source() if callable(source) else source
+        return self._name_list
+
+    def codes(self, rows: Int64Array) -> Int64Array:
+        """Per snapshot row: the ``Code`` of its status, -1 for rows without one."""
+        explicit = self._explicit
+        if isinstance(explicit, RowStatuses):
+            out = explicit.codes(rows)
+        else:
+            out = np.full(rows.shape[0], -1, dtype=np.int64)
+            if explicit:
+                if self._table_index is None:
+                    raise ValueError("NodeToStatus.codes needs the table index for a plain mapping")
+                position = {r: i for i, r in enumerate(rows.tolist())}
+                for name, st in explicit.items():
+                    i = position.get(self._table_index.get(name, -1))
+                    if i is not None:
+                        out[i] = int(st.code)
+        if self._absent is not None:
+            out[out < 0] = int(self._absent.code)
+        return out
 
     def __getitem__(self, name: str) -> Status:
         s = self._explicit.get(name)
@@ -441,8 +486,13 @@ class Scheduler:
         self.pod_cache.add_listener(self._on_pod_add, self._on_pod_update, self._on_pod_delete)
         for node in self.node_cache.all():
             self.cache.add_node(node)
+        # Replaying existing pods moves parked pods once at the end rather than once per bound pod: the
+        # moves are idempotent, and on a large cluster 150,000 of them cost seconds.
+        bound = False
         for pod in self.pod_cache.all():
-            self._on_pod_add(pod)
+            bound |= self._add_pod(pod)
+        if bound:
+            self._move(EVENT_POD_ADD)
         for kind in sorted({ev.kind for evs in self._events.values() if evs for ev in evs}):
             if kind in KINDS and kind not in ("Pod", "Node"):
                 # The informer replays existing objects to ``on_add`` at registration; those are not events.
@@ -484,12 +534,18 @@ class Scheduler:
         self.cache.remove_node(node.name)
 
     def _on_pod_add(self, pod: PodInfo) -> None:
+        if self._add_pod(pod):
+            self._move(EVENT_POD_ADD)
+
+    def _add_pod(self, pod: PodInfo) -> bool:
+        """Count a bound pod on its node or queue a pending one; returns whether it was counted."""
         if pod.node_name:
             if not pod.is_terminal:
                 self.cache.add_pod(pod)
-                self._move(EVENT_POD_ADD)
+                return True
         elif self.responsible_for(pod) and not pod.is_terminating and not pod.is_terminal:
             self.queue.add(pod)
+        return False
 
     def _on_pod_update(self, old: PodInfo, new: PodInfo) -> None:
         if new.node_name:
@@ -656,7 +712,7 @@ class Scheduler:
         else:
             candidates = snap.rows
         feasible: Int64Array | None = None
-        statuses: dict[str, Status] = {}
+        statuses: Mapping[str, Status] = {}
         rejected_plugins: set[str] = set()
         # A pod that preemption nominated to a node tries that node first and takes it if it fits
         # (kube-scheduler's evaluateNominatedNode). With ``explain`` the full search still runs, for the
@@ -700,7 +756,7 @@ class Scheduler:
                         filt[ni.name] = absent
         if feasible.size == 0:
             diag = Diagnosis(num_all, statuses, absent, {p for p in rejected_plugins if p})
-            for st in statuses.values():
+            for st in distinct_statuses(statuses):
                 if st.plugin:
                     diag.unschedulable_plugins.update(_plugins_of(st))
             return _CycleResult(None, Status(Code.UNSCHEDULABLE, (diag.message(),)), diag, filt)
@@ -709,10 +765,9 @@ class Scheduler:
             return _CycleResult(table.names[forced], SUCCESS, None, filt)
         if feasible.size == 1 and not self.explain:
             return _CycleResult(table.names[int(feasible[0])], SUCCESS, None, filt)
-        # Feasible rows always have a NodeInfo in the snapshot; the list is built only for whoever needs it.
-        infos: list[NodeInfo] = []
-        if fw.scores_need_node_infos or self.explain:
-            infos = list(map(snap.by_row.__getitem__, feasible.tolist()))  # type: ignore[arg-type]
+        # Feasible rows always have a NodeInfo in the snapshot; the list is built only if someone reads it
+        # (vectorised Score plugins do not).
+        infos: Sequence[NodeInfo] = RowNodes(snap.by_row, feasible)
         scores: dict[str, dict[str, tuple[int, int, int]]] | None = None
         totals_out: dict[str, int] | None = None
         if fw.has_score_plugins:
@@ -760,7 +815,10 @@ class Scheduler:
     ) -> None:
         diag = result.diagnosis
         if diag is not None and fw.has_post_filter_plugins and result.status.code is not Code.PENDING:
-            filtered = NodeToStatus(diag.statuses, diag.absent, [ni.name for ni in self.snapshot.node_list])
+            node_list = self.snapshot.node_list
+            filtered = NodeToStatus(
+                diag.statuses, diag.absent, lambda: [ni.name for ni in node_list], self.snapshot.table.index
+            )
             self.metrics.preemption_attempts.inc()
             pf_result, pf_status = fw.run_post_filter(state, info.pod, filtered)
             if pf_status.is_error:
@@ -1089,6 +1147,31 @@ class _EventRelay:
 
     def on_delete(self, _obj: Any) -> None:
         self._scheduler._move(ClusterEvent(self._kind, "Delete"))
+
+
+class RowNodes(Sequence[NodeInfo]):
+    """The ``NodeInfo`` of each of ``rows``, as a sequence built on first use (most cycles never use it)."""
+
+    __slots__ = ("_by_row", "_list", "_rows")
+
+    def __init__(self, by_row: Sequence[NodeInfo | None], rows: Int64Array) -> None:
+        self._by_row = by_row
+        self._rows = rows
+        self._list: list[NodeInfo] | None = None
+
+    def _nodes(self) -> list[NodeInfo]:
+        if self._list is None:
+            self._list = list(map(self._by_row.__getitem__, self._rows.tolist()))  # type: ignore[arg-type]
+        return self._list
+
+    def __len__(self) -> int:
+        return int(self._rows.shape[0])
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._nodes()[index]
+
+    def __iter__(self) -> Iterator[NodeInfo]:
+        return iter(self._nodes())
 
 
 _POD_SLOTS = PodInfo.__slots__

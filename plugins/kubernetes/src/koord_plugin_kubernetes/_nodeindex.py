@@ -28,14 +28,22 @@ _INDEXES: weakref.WeakKeyDictionary[Handle, NodeAttributeIndex] = weakref.WeakKe
 
 def node_index(handle: Handle) -> NodeAttributeIndex:
     """The index shared by every plugin of one handle (one per profile)."""
+    last = _LAST[0]
+    if last is not None and last._handle is handle:  # most calls: several per scheduling cycle
+        return last
     try:
         idx = _INDEXES.get(handle)
         if idx is None:
             idx = NodeAttributeIndex(handle)
             _INDEXES[handle] = idx
+        _LAST[0] = idx
         return idx
     except TypeError:  # a handle that cannot be weakly referenced: keep one per call site
         return NodeAttributeIndex(handle)
+
+
+_LAST: list[NodeAttributeIndex | None] = [None]
+"""The index last asked for, checked by identity before the weak dictionary."""
 
 
 def _parse_int64(text: str) -> int | None:

@@ -1,8 +1,14 @@
-"""kube-scheduler's ``helper.DefaultNormalizeScore``."""
+"""kube-scheduler's ``helper.DefaultNormalizeScore``, per node and over an array of scores."""
 
 from __future__ import annotations
 
+import numpy as np
+
+from koord_framework.scheduler.framework import VectorNormalize
 from koord_framework.scheduler.interface import NodeScore
+from koord_framework.scheduler.table import Int64Array
+
+__all__ = ["VectorNormalize", "default_normalize_array", "default_normalize_score"]
 
 
 def default_normalize_score(max_priority: int, reverse: bool, scores: list[NodeScore]) -> None:
@@ -19,3 +25,12 @@ def default_normalize_score(max_priority: int, reverse: bool, scores: list[NodeS
     for s in scores:
         value = max_priority * s.score // top
         s.score = max_priority - value if reverse else value
+
+
+def default_normalize_array(max_priority: int, reverse: bool, scores: Int64Array) -> Int64Array:
+    """``default_normalize_score`` over an array, element for element the same integers."""
+    top = int(scores.max()) if scores.size else 0
+    if top <= 0:
+        return np.full(scores.shape, max_priority, dtype=np.int64) if reverse else scores
+    value = (scores * max_priority) // top  # floor division, as Python's ``//`` in the per-node form
+    return max_priority - value if reverse else value

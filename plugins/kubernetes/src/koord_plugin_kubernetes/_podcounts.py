@@ -32,12 +32,12 @@ _INDEXES: weakref.WeakKeyDictionary[Handle, PodCounts] = weakref.WeakKeyDictiona
 
 
 class _Entry:
-    __slots__ = ("counts", "match", "seq", "snapshot")
+    __slots__ = ("counts", "seq", "snapshot")
 
-    def __init__(self, counts: Int64Array, match: Match, seq: int, snapshot: Any) -> None:
+    def __init__(self, counts: Int64Array, seq: int, snapshot: Any) -> None:
         self.counts = counts
-        self.match = match
         self.seq = seq
+        """The snapshot's ``change_seq`` the counts are current with."""
         self.snapshot = snapshot
 
 
@@ -51,6 +51,9 @@ def snapshot_of(handle: Handle) -> Any | None:
 
 def pod_counts(handle: Handle) -> PodCounts | None:
     """The counts shared by every plugin of one handle, or None when the handle has no change log."""
+    last = _LAST[0]
+    if last is not None and last._handle is handle:
+        return last
     if snapshot_of(handle) is None:
         return None
     try:
@@ -58,12 +61,15 @@ def pod_counts(handle: Handle) -> PodCounts | None:
         if found is None:
             found = PodCounts(handle)
             _INDEXES[handle] = found
+        _LAST[0] = found
         return found
     except TypeError:  # a handle that cannot be weakly referenced
         return PodCounts(handle)
 
 
 class PodCounts:
+    """Per-row pod counts by key (see the module docstring)."""
+
     def __init__(self, handle: Handle) -> None:
         self._handle = handle
         self._entries: OrderedDict[Hashable, _Entry] = OrderedDict()
@@ -87,7 +93,7 @@ class PodCounts:
             for row, ni in enumerate(by_row):
                 if ni is not None and ni.pods:
                     counts[row] = sum(map(match, ni.pods.values()))
-            entry = _Entry(counts, match, snap.change_seq, snap)
+            entry = _Entry(counts, snap.change_seq, snap)
             self._entries[key] = entry
         else:
             counts = entry.counts
@@ -103,3 +109,7 @@ class PodCounts:
         if len(self._entries) > MAX_KEYS:
             self._entries.popitem(last=False)
         return entry.counts
+
+
+_LAST: list[PodCounts | None] = [None]
+"""The counts last asked for, checked by identity before the weak dictionary."""

@@ -25,6 +25,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from koord_framework.api.objects import PodInfo
 from koord_framework.api.selectors import SelectorError, parse_label_selector
 from koord_framework.cluster.clock import format_time
@@ -38,11 +40,25 @@ from koord_framework.scheduler.interface import (
     PostFilterResult,
     SchedulerPlugin,
 )
+from koord_framework.scheduler.scheduler import NodeToStatus
 from koord_framework.scheduler.status import Code, Status
+from koord_framework.scheduler.table import Int64Array
+from koord_plugin_kubernetes._podcounts import snapshot_of
+from koord_plugin_kubernetes._rowcache import row_cache
 from koord_plugin_kubernetes.args import DefaultPreemptionArgs
 
 COMPONENT = "koord-scheduler"
 _INT32_MAX = 2**31 - 1
+
+
+NO_VICTIMS = "No preemption victims found for incoming pod"
+_NO_VICTIMS_STATUS = Status.unresolvable(NO_VICTIMS)
+_NOT_HELPFUL_STATUS = Status.unresolvable("Preemption is not helpful for scheduling")
+_INT64_MAX = 2**63 - 1
+
+
+def _lowest_priority(node: NodeInfo) -> int:
+    return min((p.priority_value for p in node.pods.values()), default=_INT64_MAX)
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,7 +250,7 @@ class DefaultPreemption(SchedulerPlugin, PostFilterPlugin):
                 if not st.is_success:
                     return [], 0, st
         if not potential:
-            return [], 0, Status.unresolvable("No preemption victims found for incoming pod")
+            return [], 0, Status.unresolvable(NO_VICTIMS)
         st = self.handle.run_filter_with_nominated_pods(state, pod, node)
         if not st.is_success:
             return [], 0, st
@@ -282,8 +298,16 @@ class DefaultPreemption(SchedulerPlugin, PostFilterPlugin):
         non_violating: list[Candidate] = []
         violating: list[Candidate] = []
         statuses: dict[str, Status] = {}
+        priority = pod.priority_value
+        lowest = self._lowest_priorities(potential)
         for i in range(len(potential)):
-            info = potential[(offset + i) % len(potential)].clone()
+            j = (offset + i) % len(potential)
+            node = potential[j]
+            if lowest[j] >= priority:
+                # What select_victims_on_node concludes, without cloning the node and every plugin's state.
+                statuses[node.name] = _NO_VICTIMS_STATUS
+                continue
+            info = node.clone()
             victims, num_pdb, st = self.select_victims_on_node(state.clone(), pod, info, pdbs)
             if st.is_success and victims:
                 c = Candidate(info.name, tuple(victims), num_pdb)
@@ -295,6 +319,61 @@ class DefaultPreemption(SchedulerPlugin, PostFilterPlugin):
                 st = Status.as_error(f"expected at least one victim pod on node {info.name!r}")
             statuses[info.name] = st
         return non_violating + violating, statuses
+
+    def _hopeless(self, pod: PodInfo, filtered: Mapping[str, Status], num_nodes: int) -> str | None:
+        """The fit error when no node can be a candidate, decided over the snapshot's rows at once.
+
+        Nodes Filter found UnschedulableAndUnresolvable (or never reached) are set aside, and a node without
+        a pod of lower priority has no victims: when that leaves nothing to dry-run, the outcome — and the
+        message counting both kinds of node — is known without visiting nodes one by one. Returns None
+        when some node might have victims (then the dry run decides), or when the statuses are not the
+        framework's ``NodeToStatus``.
+        """
+        snap = snapshot_of(self.handle)
+        cache = row_cache(self.handle, self.name)
+        if snap is None or cache is None or not isinstance(filtered, NodeToStatus):
+            return None
+        if self.handle.node_infos() is not snap.node_list:
+            return None
+        rows = snap.rows
+        codes = filtered.codes(rows)
+        unresolvable = codes == int(Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
+        missing = codes < 0
+        if missing.any() and len(filtered):  # a node absent from a non-empty map was excluded by PreFilter
+            unresolvable |= missing
+        potential = rows[~unresolvable]
+        n_potential = int(potential.shape[0])
+        if n_potential:
+            lowest = self._lowest_of_rows(cache, snap, potential)
+            if bool((lowest < pod.priority_value).any()):
+                return None
+            self.offset_and_num_candidates(n_potential)  # the same random draw as the dry run would make
+        counts = [(_NOT_HELPFUL_STATUS, num_nodes - n_potential), (_NO_VICTIMS_STATUS, n_potential)]
+        return _fit_error_counts(num_nodes, [(st, n) for st, n in counts if n])
+
+    def _lowest_of_rows(self, cache: Any, snap: Any, rows: Int64Array) -> Int64Array:
+        by_row = snap.by_row
+        found: Int64Array = cache.take(
+            "lowest-priority",
+            rows,
+            lambda r: np.array(
+                [_lowest_priority(by_row[i]) if by_row[i] is not None else _INT64_MAX for i in r.tolist()],
+                dtype=np.int64,
+            ),
+            _lowest_priority,
+        )
+        return found
+
+    def _lowest_priorities(self, nodes: Sequence[NodeInfo]) -> list[int]:
+        """The lowest pod priority on each node (``_INT64_MAX`` for an empty node). For the snapshot's own
+        nodes it is kept per row and patched from the change log, instead of scanning every pod of every node
+        whenever a pod fails to fit."""
+        cache = row_cache(self.handle, self.name)
+        snap = snapshot_of(self.handle)
+        if cache is None or snap is None or not all(snap.by_row[ni.row] is ni for ni in nodes):
+            return [_lowest_priority(ni) for ni in nodes]
+        rows = np.fromiter((ni.row for ni in nodes), dtype=np.int64, count=len(nodes))
+        return self._lowest_of_rows(cache, snap, rows).tolist()  # type: ignore[no-any-return]
 
     # --- PostFilter -----------------------------------------------------------------------------------
     def post_filter(
@@ -316,6 +395,9 @@ class DefaultPreemption(SchedulerPlugin, PostFilterPlugin):
         all_nodes = list(self.handle.node_infos())
         if not all_nodes:
             return None, Status.as_error("no nodes available")
+        hopeless = self._hopeless(pod, filtered, len(all_nodes))
+        if hopeless is not None:
+            return None, Status.unschedulable(hopeless)
         potential: list[NodeInfo] = []
         statuses: dict[str, Status] = {}
         for info in all_nodes:
@@ -325,7 +407,7 @@ class DefaultPreemption(SchedulerPlugin, PostFilterPlugin):
                 st is not None and st.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
             )
             if unresolvable:
-                statuses[info.name] = Status.unresolvable("Preemption is not helpful for scheduling")
+                statuses[info.name] = _NOT_HELPFUL_STATUS
             else:
                 potential.append(info)
         candidates: list[Candidate] = []
@@ -426,10 +508,14 @@ class DefaultPreemption(SchedulerPlugin, PostFilterPlugin):
 
 
 def _fit_error(num_nodes: int, statuses: Mapping[str, Status]) -> str:
+    return _fit_error_counts(num_nodes, [(st, 1) for st in statuses.values()])
+
+
+def _fit_error_counts(num_nodes: int, statuses: Sequence[tuple[Status, int]]) -> str:
     histogram: dict[str, int] = {}
-    for st in statuses.values():
+    for st, n in statuses:
         for reason in st.reasons or (st.code.label,):
-            histogram[reason] = histogram.get(reason, 0) + 1
+            histogram[reason] = histogram.get(reason, 0) + n
     reasons = sorted(f"{n} {r}" for r, n in histogram.items())
     return f"0/{num_nodes} nodes are available: {', '.join(reasons)}."
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -200,16 +200,28 @@ class _ExistingTerms:
         self._rows: dict[int, Counter[GroupKey]] = {}
         self.groups: dict[GroupKey, dict[int, int]] = {}
         """Group → row → pods of that node carrying the group's term (rows with none are absent)."""
+        self.per_row: dict[GroupKey, Int64Array] = {}
+        """Group → the same counts as an array over every snapshot row (for required anti-affinity)."""
+        self._size = 0
 
     def refresh(self, snap: Any) -> None:
         changed = snap.rows_changed_since(self._seq) if self._snapshot is snap else None
+        size = len(snap.by_row)
         if changed is None:
             self._rows.clear()
             self.groups.clear()
+            self.per_row.clear()
+            self._size = size
             for ni in snap.by_row:
                 if ni is not None and ni.pods_with_affinity:
                     self._set_row(ni.row, ni)
         else:
+            if size > self._size:
+                for key, arr in self.per_row.items():
+                    grown = np.zeros(size, dtype=np.int64)
+                    grown[: arr.shape[0]] = arr
+                    self.per_row[key] = grown
+                self._size = size
             by_row = snap.by_row
             for row in set(changed):
                 self._set_row(row, by_row[row])
@@ -237,8 +249,11 @@ class _ExistingTerms:
             for key in old:
                 rows = self.groups[key]
                 del rows[row]
-                if not rows:
+                if rows:
+                    self.per_row[key][row] = 0
+                else:
                     del self.groups[key]
+                    del self.per_row[key]
         if ni is None or not ni.pods_with_affinity:
             return
         new = self._row_groups(ni)
@@ -246,6 +261,10 @@ class _ExistingTerms:
             self._rows[row] = new
             for key, n in new.items():
                 self.groups.setdefault(key, {})[row] = n
+                arr = self.per_row.get(key)
+                if arr is None:
+                    arr = self.per_row[key] = np.zeros(self._size, dtype=np.int64)
+                arr[row] = n
 
 
 def _value_sums(index: NodeAttributeIndex, key: str, per_row: Int64Array) -> tuple[list[str], Int64Array]:
@@ -261,11 +280,40 @@ def _value_sums(index: NodeAttributeIndex, key: str, per_row: Int64Array) -> tup
     return values, np.rint(sums).astype(np.int64)
 
 
-def _add_pairs(counts: dict[Pair, int], key: str, values: list[str], sums: Int64Array) -> None:
-    """``_bump`` once per counted pod, in bulk (every sum is positive)."""
-    for i in np.flatnonzero(sums).tolist():
-        pair = (key, values[i])
-        counts[pair] = counts.get(pair, 0) + int(sums[i])
+@dataclass(slots=True)
+class _CodeCounts:
+    """Counts per value of one topology key, indexed by the node index's value codes of that key."""
+
+    codes: Int64Array
+    """The index's per-row codes the counts belong to (they are valid while the index still uses it)."""
+    values: list[str]
+    counts: Int64Array
+
+    def padded(self, size: int) -> Int64Array:
+        """The counts for codes ``0..size-2`` and 0 in the last slot (code -1: the label is missing)."""
+        out = np.zeros(size, dtype=np.int64)
+        n = min(self.counts.shape[0], size - 1)
+        out[:n] = self.counts[:n]
+        return out
+
+
+def _accumulate(
+    vectors: dict[str, _CodeCounts], index: NodeAttributeIndex, key: str, per_row: Int64Array
+) -> None:
+    """Add ``per_row`` (pods per snapshot row) to the counts of ``key``, grouped by the rows' values."""
+    codes, _, values = index.codes(key)
+    _, sums = _value_sums(index, key, per_row)
+    if not sums.size:
+        return
+    found = vectors.get(key)
+    if found is None:
+        vectors[key] = _CodeCounts(codes, values, sums)
+    else:
+        size = max(found.counts.shape[0], sums.shape[0])
+        total = np.zeros(size, dtype=np.int64)
+        total[: found.counts.shape[0]] += found.counts
+        total[: sums.shape[0]] += sums
+        found.counts = total
 
 
 def _bump(counts: dict[Pair, int], labels: Mapping[str, str], key: str, delta: int) -> None:
@@ -280,17 +328,105 @@ def _bump(counts: dict[Pair, int], labels: Mapping[str, str], key: str, delta: i
         counts[pair] = n
 
 
-@dataclass(slots=True)
+_MAPS = ("existing_anti", "affinity", "anti")
+
+
 class PreFilterState:
-    terms: PodTerms
-    namespace_labels: Mapping[str, str]
-    existing_anti: dict[Pair, int] = field(default_factory=dict)
-    affinity: dict[Pair, int] = field(default_factory=dict)
-    anti: dict[Pair, int] = field(default_factory=dict)
+    """The three topology-pair count maps (kube-scheduler's ``preFilterState``).
+
+    ``existing_anti``: pairs where existing pods' required anti-affinity terms match the incoming pod;
+    ``affinity``: pairs with pods matching all the incoming pod's required affinity terms; ``anti``: pairs
+    with pods matching one of its required anti-affinity terms. The indexed PreFilter produces them as
+    per-key arrays over the node index's value codes (a hostname key has a pair per node: thousands), which
+    the vectorised Filter reads directly; they become ``(key, value) → count`` dicts on first use by anything
+    else (the per-node Filter, preemption's AddPod/RemovePod), which then owns them.
+    """
+
+    __slots__ = ("_dicts", "_vectors", "namespace_labels", "terms")
+
+    def __init__(
+        self,
+        terms: PodTerms,
+        namespace_labels: Mapping[str, str],
+        existing_anti: dict[Pair, int] | None = None,
+        affinity: dict[Pair, int] | None = None,
+        anti: dict[Pair, int] | None = None,
+    ) -> None:
+        self.terms = terms
+        self.namespace_labels = namespace_labels
+        self._dicts: dict[str, dict[Pair, int]] = {}
+        self._vectors: dict[str, dict[str, _CodeCounts]] = {}
+        for name, given in zip(_MAPS, (existing_anti, affinity, anti), strict=True):
+            self._dicts[name] = given if given is not None else {}
+
+    # --- the dicts ------------------------------------------------------------------------------------
+    def _dict(self, name: str) -> dict[Pair, int]:
+        vectors = self._vectors.pop(name, None)
+        if vectors:
+            counts = self._dicts[name]
+            for key, cc in vectors.items():
+                for code in np.flatnonzero(cc.counts).tolist():
+                    pair = (key, cc.values[code])
+                    n = counts.get(pair, 0) + int(cc.counts[code])
+                    if n == 0:
+                        counts.pop(pair, None)
+                    else:
+                        counts[pair] = n
+        return self._dicts[name]
+
+    @property
+    def existing_anti(self) -> dict[Pair, int]:
+        return self._dict("existing_anti")
+
+    @property
+    def affinity(self) -> dict[Pair, int]:
+        return self._dict("affinity")
+
+    @property
+    def anti(self) -> dict[Pair, int]:
+        return self._dict("anti")
+
+    # --- the arrays -----------------------------------------------------------------------------------
+    def vectors(self, name: str) -> dict[str, _CodeCounts]:
+        """Where the indexed PreFilter accumulates the counts of map ``name`` (before any dict use)."""
+        return self._vectors.setdefault(name, {})
+
+    def has(self, name: str) -> bool:
+        """Whether map ``name`` has a non-zero count (``bool`` of the dict, without building it)."""
+        if self._dicts[name]:
+            return True
+        return any(cc.counts.any() for cc in self._vectors.get(name, {}).values())
+
+    def per_code(self, name: str, key: str, index: NodeAttributeIndex) -> Int64Array:
+        """Counts of map ``name`` for topology key ``key`` by the index's current value code of each
+        node, with a last slot of 0 for nodes without the label (so ``per_code[codes[rows]]`` works)."""
+        codes, code_of, values = index.codes(key)
+        vectors = self._vectors.get(name)
+        if vectors is not None and not self._dicts[name]:
+            cc = vectors.get(key)
+            if cc is None:
+                return np.zeros(len(values) + 1, dtype=np.int64)
+            if cc.codes is codes:
+                return cc.padded(len(values) + 1)
+        out = np.zeros(len(values) + 1, dtype=np.int64)
+        for (k, value), cnt in self._dict(name).items():
+            if k == key and value in code_of:
+                out[code_of[value]] = cnt
+        return out
+
+    def keys(self, name: str) -> set[str]:
+        """The topology keys map ``name`` counts anything for."""
+        if not self._dicts[name] and name in self._vectors:
+            return {k for k, cc in self._vectors[name].items() if cc.counts.any()}
+        return {k for (k, _), cnt in self._dict(name).items() if cnt}
 
     def clone(self) -> PreFilterState:
         return PreFilterState(
-            self.terms, self.namespace_labels, dict(self.existing_anti), dict(self.affinity), dict(self.anti)
+            self.terms,
+            self.namespace_labels,
+            dict(self.existing_anti),
+            dict(self.affinity),
+            dict(self.anti),
         )
 
 
@@ -304,6 +440,7 @@ class InterPodAffinity(
     ScorePlugin,
     VectorScore,
     ScoreExtensions,
+    VectorNormalize,
     EnqueueExtensions,
 ):
     name = "InterPodAffinity"
@@ -355,7 +492,7 @@ class InterPodAffinity(
             self._pre_filter_indexed(s, pod, snap)
         else:
             self._pre_filter_walk(s, pod, nodes)
-        if not s.existing_anti and not terms.required_affinity and not terms.required_anti:
+        if not s.has("existing_anti") and not terms.required_affinity and not terms.required_anti:
             return None, Status.skip()
         state.write(_PRE_FILTER_KEY, s)
         return None, Status.success()
@@ -364,30 +501,25 @@ class InterPodAffinity(
         """The counts of ``_pre_filter_walk`` over every node of the snapshot, from the indexes."""
         terms = s.terms
         self._existing.refresh(snap)
-        by_row = snap.by_row
-        for (kind, term, _), rows in self._existing.groups.items():
-            if kind != "anti" or not term.matches(pod, s.namespace_labels):
-                continue
-            for row, n in rows.items():
-                ni = by_row[row]
-                assert ni is not None
-                _bump(s.existing_anti, ni.node.labels, term.topology_key, n)
+        index = node_index(self.handle)
+        index.refresh()
+        existing = s.vectors("existing_anti")
+        for key, per_row in self._existing.per_row.items():
+            kind, term, _ = key
+            if kind == "anti" and term.matches(pod, s.namespace_labels):
+                _accumulate(existing, index, term.topology_key, per_row)
         if not terms.required_affinity and not terms.required_anti:
             return
         counts = pod_counts(self.handle)
         assert counts is not None
-        index = node_index(self.handle)
-        index.refresh()
         if terms.required_affinity:
             affinity = terms.required_affinity
             matching = counts.counts(("InterPodAffinity/all", affinity), lambda p: _matches_all(affinity, p))
             for t in affinity:
-                values, sums = _value_sums(index, t.topology_key, matching)
-                _add_pairs(s.affinity, t.topology_key, values, sums)
+                _accumulate(s.vectors("affinity"), index, t.topology_key, matching)
         for t in terms.required_anti:
             matching = counts.counts(("InterPodAffinity/one", t), lambda p, t=t: t.matches(p, None))  # type: ignore[misc]
-            values, sums = _value_sums(index, t.topology_key, matching)
-            _add_pairs(s.anti, t.topology_key, values, sums)
+            _accumulate(s.vectors("anti"), index, t.topology_key, matching)
 
     def _pre_filter_walk(self, s: PreFilterState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> None:
         """kube-scheduler's counting: every node, every pod (nodes given that are not the snapshot's)."""
@@ -476,40 +608,21 @@ class InterPodAffinity(
             keys_ok = np.ones(n, dtype=np.bool_)
             exist = np.ones(n, dtype=np.bool_)
             for t in s.terms.required_affinity:
-                codes, code_of, values = index.codes(t.topology_key)
-                rc = codes[rows]
+                rc = index.codes(t.topology_key)[0][rows]
                 keys_ok &= rc >= 0
-                per_code = np.zeros(len(values) + 1, dtype=np.int64)
-                for (key, value), cnt in s.affinity.items():
-                    if key == t.topology_key and value in code_of:
-                        per_code[code_of[value]] = cnt
-                exist &= per_code[rc] > 0
-            fallback = not s.affinity and _matches_all(s.terms.required_affinity, pod)
+                exist &= s.per_code("affinity", t.topology_key, index)[rc] > 0
+            fallback = not s.has("affinity") and _matches_all(s.terms.required_affinity, pod)
             ok &= keys_ok & (exist | fallback)
-        if s.anti:
+        if s.has("anti"):
             for t in s.terms.required_anti:
-                codes, code_of, values = index.codes(t.topology_key)
-                rc = codes[rows]
-                per_code = np.zeros(len(values) + 1, dtype=np.int64)
-                for (key, value), cnt in s.anti.items():
-                    if key == t.topology_key and value in code_of:
-                        per_code[code_of[value]] = cnt
-                ok &= ~((rc >= 0) & (per_code[rc] > 0))
-        if s.existing_anti:
-            # A node fails when any of its (key, value) labels has a positive count: per key, one lookup
-            # table over the label's value codes instead of a mask per pair.
-            by_key: dict[str, list[str]] = {}
-            for (key, value), cnt in s.existing_anti.items():
-                if cnt > 0:
-                    by_key.setdefault(key, []).append(value)
-            for key, values_hit in by_key.items():
-                codes, code_of, values = index.codes(key)
-                bad = np.zeros(len(values) + 1, dtype=np.bool_)  # last slot: the label is missing
-                for value in values_hit:
-                    code = code_of.get(value)
-                    if code is not None:
-                        bad[code] = True
-                ok &= ~bad[codes[rows]]
+                rc = index.codes(t.topology_key)[0][rows]
+                ok &= ~((rc >= 0) & (s.per_code("anti", t.topology_key, index)[rc] > 0))
+        if s.has("existing_anti"):
+            # A node fails when any of its (key, value) labels has a positive count: one lookup table per
+            # key over the label's value codes (code -1, a missing label, reads the trailing 0).
+            for key in s.keys("existing_anti"):
+                rc = index.codes(key)[0][rows]
+                ok &= ~(s.per_code("existing_anti", key, index)[rc] > 0)
         return ok
 
     # --- PreScore / Score -------------------------------------------------------------------------------
@@ -539,7 +652,7 @@ class InterPodAffinity(
     def _pre_score_indexed(
         self, pod: PodInfo, terms: PodTerms, ns_labels: Mapping[str, str], snap: Any
     ) -> dict[str, dict[str, int]] | None:
-        """``_pre_score_walk`` over every node of the snapshot, from the indexes; None when nothing matched."""
+        """``_pre_score_walk`` over every node of the snapshot, from the indexes; None if nothing matched."""
         scores: dict[str, dict[str, int]] = {}
         touched = False
         incoming = [(t, w) for t, w in terms.preferred_affinity] + [(t, -w) for t, w in terms.preferred_anti]
@@ -659,6 +772,19 @@ class InterPodAffinity(
         for s in scores:
             s.score = int(float(MAX_NODE_SCORE) * (float(s.score - lo) / float(diff))) if diff > 0 else 0
         return Status.success()
+
+    def normalize_all(
+        self, state: CycleState, pod: PodInfo, rows: Int64Array, scores: Int64Array
+    ) -> Int64Array:
+        if not state.get(_PRE_SCORE_KEY) or not scores.size:
+            return scores
+        lo, hi = int(scores.min()), int(scores.max())
+        diff = hi - lo
+        if diff <= 0:
+            return np.zeros(scores.shape, dtype=np.int64)
+        # The same float64 operations as the per-node form, then truncation toward zero like ``int()``.
+        ratio = (scores - lo).astype(np.float64) / float(diff)
+        return (float(MAX_NODE_SCORE) * ratio).astype(np.int64)
 
     def events_to_register(self) -> list[ClusterEvent]:
         return [ClusterEvent("Pod", "*"), ClusterEvent("Node", "Add"), ClusterEvent("Node", "Update")]

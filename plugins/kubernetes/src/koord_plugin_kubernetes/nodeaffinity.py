@@ -46,7 +46,11 @@ from koord_framework.scheduler.status import MAX_NODE_SCORE, Status
 from koord_framework.scheduler.table import BoolArray, Int64Array
 from koord_plugin_kubernetes._masks import node_selector_mask, required_affinity_mask, take, term_mask
 from koord_plugin_kubernetes._nodeindex import node_index
-from koord_plugin_kubernetes._normalize import default_normalize_score
+from koord_plugin_kubernetes._normalize import (
+    VectorNormalize,
+    default_normalize_array,
+    default_normalize_score,
+)
 from koord_plugin_kubernetes.args import NodeAffinityArgs
 
 ERR_REASON_POD = "node(s) didn't match Pod's node affinity/selector"
@@ -101,6 +105,7 @@ class NodeAffinity(
     ScorePlugin,
     VectorScore,
     ScoreExtensions,
+    VectorNormalize,
     EnqueueExtensions,
 ):
     name = "NodeAffinity"
@@ -233,6 +238,11 @@ class NodeAffinity(
     def normalize_score(self, state: CycleState, pod: PodInfo, scores: list[NodeScore]) -> Status:
         default_normalize_score(MAX_NODE_SCORE, False, scores)
         return Status.success()
+
+    def normalize_all(
+        self, state: CycleState, pod: PodInfo, rows: Int64Array, scores: Int64Array
+    ) -> Int64Array:
+        return default_normalize_array(MAX_NODE_SCORE, False, scores)
 
     def events_to_register(self) -> list[ClusterEvent]:
         return [ClusterEvent("Node", "Add"), ClusterEvent("Node", "Update")]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from koord_framework.api.objects import PodInfo
+from koord_framework.scheduler.framework import VectorFilterStatuses
 from koord_framework.scheduler.interface import (
     ClusterEvent,
     CycleState,
@@ -19,9 +20,11 @@ from koord_framework.scheduler.status import Status
 from koord_framework.scheduler.table import BoolArray, Int64Array
 
 ERR_REASON = "node(s) didn't match the requested node name"
+_MISMATCH = Status.unresolvable(ERR_REASON)
+_PASS = Status.success()
 
 
-class NodeName(SchedulerPlugin, FilterPlugin, VectorFilter, EnqueueExtensions):
+class NodeName(SchedulerPlugin, FilterPlugin, VectorFilter, VectorFilterStatuses, EnqueueExtensions):
     name = "NodeName"
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
@@ -34,6 +37,14 @@ class NodeName(SchedulerPlugin, FilterPlugin, VectorFilter, EnqueueExtensions):
             return np.ones(rows.shape[0], dtype=np.bool_)
         same: BoolArray = rows == table.index.get(pod.node_name, -1)
         return same
+
+    def filter_statuses(
+        self, state: CycleState, pod: PodInfo, table: NodeTable, rows: Int64Array
+    ) -> list[Status]:
+        if not pod.node_name:
+            return [_PASS] * rows.shape[0]
+        target = table.index.get(pod.node_name, -1)
+        return [_PASS if r == target else _MISMATCH for r in rows.tolist()]
 
     def events_to_register(self) -> list[ClusterEvent]:
         return [ClusterEvent("Node", "Add")]

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from koord_framework.api.objects import PodInfo
+from koord_framework.scheduler.framework import VectorFilterStatuses
 from koord_framework.scheduler.interface import (
     ClusterEvent,
     CycleState,
@@ -52,6 +53,7 @@ from koord_plugin_kubernetes._resources import (
     is_scalar,
     tracked,
 )
+from koord_plugin_kubernetes._rowcache import row_cache
 from koord_plugin_kubernetes.args import (
     LEAST_ALLOCATED,
     MAX_CUSTOM_PRIORITY_SCORE,
@@ -109,6 +111,8 @@ class _AllocationScorer:
         self.names = [n for n, _ in resources]
         self.weights = [w for _, w in resources]
         self.use_requested = use_requested
+        self._scalar = [is_scalar(n) for n in self.names]
+        self._weights = np.array(self.weights, dtype=np.int64).reshape(-1, 1)
 
     def pod_requests(self, pod: PodInfo) -> list[int]:
         nz_cpu, nz_mem = non_zero_requests(pod) if not self.use_requested else (0, 0)
@@ -146,31 +150,79 @@ class _AllocationScorer:
             allocatable.append(a)
         return requested, allocatable
 
-    def table_values(
+    def table_matrix(
         self, table: NodeTable, rows: Int64Array, pod_requests: list[int]
-    ) -> tuple[list[Int64Array], list[Int64Array]]:
-        requested: list[Int64Array] = []
-        allocatable: list[Int64Array] = []
-        zeros = np.zeros(rows.shape[0], dtype=np.int64)
-        for name, pod_req in zip(self.names, pod_requests, strict=True):
-            if (pod_req == 0 and is_scalar(name)) or not (
-                name in (CPU, MEMORY, EPHEMERAL_STORAGE) or is_scalar(name)
-            ):
-                requested.append(zeros)
-                allocatable.append(zeros)
+    ) -> tuple[Int64Array, Int64Array]:
+        """``node_values`` of every row as two (resources × rows) matrices (requested, allocatable)."""
+        n = rows.shape[0]
+        cols: list[int] = []
+        for name, pod_req, scalar in zip(self.names, pod_requests, self._scalar, strict=True):
+            used = not (pod_req == 0 and scalar) and (name in _FIRST_RESOURCES or scalar)
+            cols.append(table.resource_col(name) if used else -1)  # may grow the table: before gathering
+        requested = np.zeros((len(cols), n), dtype=np.int64)
+        allocatable = np.zeros((len(cols), n), dtype=np.int64)
+        alloc_rows = table.allocatable[rows]
+        req_rows: Int64Array | None = None
+        for i, (name, pod_req, col) in enumerate(zip(self.names, pod_requests, cols, strict=True)):
+            if col < 0:
                 continue
-            col = table.resource_col(name)
-            a = table.allocatable[rows, col]
+            allocatable[i] = alloc_rows[:, col]
             if name == CPU and not self.use_requested:
                 base = table.non_zero_cpu[rows]
             elif name == MEMORY and not self.use_requested:
                 base = table.non_zero_memory[rows]
             else:
-                base = table.requested[rows, col]
-            r = np.where(a == 0, 0, base + pod_req)
-            requested.append(r)
-            allocatable.append(a)
+                if req_rows is None:
+                    req_rows = table.requested[rows]
+                base = req_rows[:, col]
+            np.add(base, pod_req, out=requested[i])
+        requested[allocatable == 0] = 0
         return requested, allocatable
+
+    def counted(self, allocatable: Int64Array) -> tuple[Int64Array, Int64Array]:
+        """Weights of the resources each row counts (allocatable != 0) and their per-row sum."""
+        w = self._weights * (allocatable != 0)
+        return w, w.sum(axis=0)
+
+
+def _nonnegative(*arrays: Int64Array) -> bool:
+    return all(not a.size or int(a.min()) >= 0 for a in arrays)
+
+
+def _div(numerator: Int64Array, denominator: Int64Array) -> Int64Array:
+    """Go's truncating division where ``denominator`` is non-zero (anything where it is zero); plain floor
+    division, two NumPy calls instead of six, when nothing is negative."""
+    if _nonnegative(numerator, denominator):
+        return numerator // np.maximum(denominator, 1)
+    return go_div_array(numerator, denominator)
+
+
+def _least_matrix(scorer: _AllocationScorer, requested: Int64Array, allocatable: Int64Array) -> Int64Array:
+    """``_least`` for every row at once."""
+    per = np.where(requested > allocatable, 0, _div((allocatable - requested) * MAX_NODE_SCORE, allocatable))
+    w, weight_sum = scorer.counted(allocatable)
+    node_score = (per * w).sum(axis=0)
+    return np.where(weight_sum == 0, 0, _div(node_score, weight_sum))
+
+
+def _most_matrix(scorer: _AllocationScorer, requested: Int64Array, allocatable: Int64Array) -> Int64Array:
+    """``_most`` for every row at once."""
+    per = _div(np.minimum(requested, allocatable) * MAX_NODE_SCORE, allocatable)
+    w, weight_sum = scorer.counted(allocatable)
+    node_score = (per * w).sum(axis=0)
+    return np.where(weight_sum == 0, 0, _div(node_score, weight_sum))
+
+
+def _balanced_matrix(requested: Int64Array, allocatable: Int64Array) -> Int64Array:
+    """``_balanced`` for every row at once."""
+    n = requested.shape[1]
+    if requested.shape[0] == 2 and (not n or int(allocatable.min()) > 0):
+        # The common case, two resources every node has: the same float operations as the per-node form.
+        f = np.minimum(requested.astype(np.float64) / allocatable.astype(np.float64), 1.0)
+        std = np.abs((f[0] - f[1]) / 2)
+        out: Int64Array = np.trunc((1 - std) * MAX_NODE_SCORE).astype(np.int64)
+        return out
+    return _balanced_array(list(requested), list(allocatable), n)
 
 
 def _least(requested: list[int], allocatable: list[int], weights: list[int]) -> int:
@@ -217,28 +269,6 @@ def _weighted(
         node_score += np.where(c, s * w, 0)
         weight_sum += np.where(c, w, 0)
     return node_score, weight_sum
-
-
-def _least_array(
-    requested: list[Int64Array], allocatable: list[Int64Array], weights: list[int], n: int
-) -> Int64Array:
-    scores = [
-        np.where(r > a, 0, go_div_array((a - r) * MAX_NODE_SCORE, a))
-        for r, a in zip(requested, allocatable, strict=True)
-    ]
-    ns, ws = _weighted(scores, [a != 0 for a in allocatable], weights, n)
-    return np.where(ws == 0, 0, go_div_array(ns, ws))
-
-
-def _most_array(
-    requested: list[Int64Array], allocatable: list[Int64Array], weights: list[int], n: int
-) -> Int64Array:
-    scores = [
-        go_div_array(np.minimum(r, a) * MAX_NODE_SCORE, a)
-        for r, a in zip(requested, allocatable, strict=True)
-    ]
-    ns, ws = _weighted(scores, [a != 0 for a in allocatable], weights, n)
-    return np.where(ws == 0, 0, go_div_array(ns, ws))
 
 
 def _rtcr_array(
@@ -320,6 +350,7 @@ class NodeResourcesFit(
     PreFilterPlugin,
     FilterPlugin,
     VectorFilter,
+    VectorFilterStatuses,
     PreScorePlugin,
     ScorePlugin,
     VectorScore,
@@ -360,10 +391,53 @@ class NodeResourcesFit(
 
     def filter_all(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: Int64Array) -> BoolArray:
         req = self._request(state, pod)
-        ok: BoolArray = table.pod_count[rows] + 1 <= table.allocatable[rows, table.resource_col(PODS)]
-        for name, value in req.checks:
-            col = table.resource_col(name)
-            ok &= value <= table.allocatable[rows, col] - table.requested[rows, col]
+        cache = row_cache(self.handle, self.name)
+        if cache is None:
+            return self._fits(table, rows, req)
+        return cache.take(
+            ("filter", req.checks),
+            rows,
+            lambda r: self._fits(table, r, req),
+            lambda ni: not insufficient_resources(req, ni),
+        )
+
+    def filter_statuses(
+        self, state: CycleState, pod: PodInfo, table: NodeTable, rows: Int64Array
+    ) -> list[Status]:
+        req = self._request(state, pod)
+        if len(req.checks) > 62:  # more than a bit mask holds: node by node
+            by_row = self.handle.snapshot.by_row  # type: ignore[attr-defined]
+            return [self.filter(state, pod, by_row[r]) for r in rows.tolist()]
+        pods_col = table.resource_col(PODS)
+        cols = [table.resource_col(name) for name, _ in req.checks]
+        alloc = table.allocatable[rows]
+        requested = table.requested[rows]
+        code = (table.pod_count[rows] + 1 > alloc[:, pods_col]).astype(np.int64)
+        for bit, ((_, value), col) in enumerate(zip(req.checks, cols, strict=True), start=1):
+            code |= (value > alloc[:, col] - requested[:, col]).astype(np.int64) << bit
+        statuses: dict[int, Status] = {}
+        out: list[Status] = []
+        for c in code.tolist():
+            st = statuses.get(c)
+            if st is None:
+                reasons = ["Too many pods"] if c & 1 else []
+                reasons += [
+                    f"Insufficient {name}" for i, (name, _) in enumerate(req.checks) if c >> (i + 1) & 1
+                ]
+                st = statuses[c] = Status.unschedulable(*reasons) if reasons else Status.success()
+            out.append(st)
+        return out
+
+    @staticmethod
+    def _fits(table: NodeTable, rows: Int64Array, req: _FitRequest) -> BoolArray:
+        pods_col = table.resource_col(PODS)
+        cols = [table.resource_col(name) for name, _ in req.checks]  # may grow the table: before gathering
+        alloc = table.allocatable[rows]
+        ok: BoolArray = table.pod_count[rows] + 1 <= alloc[:, pods_col]
+        if cols:
+            requested = table.requested[rows]
+            for (_, value), col in zip(req.checks, cols, strict=True):
+                ok &= value <= alloc[:, col] - requested[:, col]
         return ok
 
     # PreScore / Score
@@ -376,23 +450,37 @@ class NodeResourcesFit(
         return found if found is not None else self.scorer.pod_requests(pod)  # type: ignore[no-any-return]
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> tuple[int, Status]:
-        requested, allocatable = self.scorer.node_values(node, self._pod_requests(state, pod))
+        return self._score_one(node, self._pod_requests(state, pod)), Status.success()
+
+    def _score_one(self, node: NodeInfo, requests: list[int]) -> int:
+        requested, allocatable = self.scorer.node_values(node, requests)
         weights = self.scorer.weights
         if self.strategy == LEAST_ALLOCATED:
-            return _least(requested, allocatable, weights), Status.success()
+            return _least(requested, allocatable, weights)
         if self.strategy == MOST_ALLOCATED:
-            return _most(requested, allocatable, weights), Status.success()
-        return _rtcr(self.shape, requested, allocatable, weights), Status.success()
+            return _most(requested, allocatable, weights)
+        return _rtcr(self.shape, requested, allocatable, weights)
 
     def score_all(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: Int64Array) -> Int64Array:
-        requested, allocatable = self.scorer.table_values(table, rows, self._pod_requests(state, pod))
-        n = rows.shape[0]
-        weights = self.scorer.weights
+        requests = self._pod_requests(state, pod)
+        cache = row_cache(self.handle, self.name)
+        if cache is None:
+            return self._scores(table, rows, requests)
+        return cache.take(
+            ("score", tuple(requests)),
+            rows,
+            lambda r: self._scores(table, r, requests),
+            lambda ni: self._score_one(ni, requests),
+        )
+
+    def _scores(self, table: NodeTable, rows: Int64Array, requests: list[int]) -> Int64Array:
+        requested, allocatable = self.scorer.table_matrix(table, rows, requests)
         if self.strategy == LEAST_ALLOCATED:
-            return _least_array(requested, allocatable, weights, n)
+            return _least_matrix(self.scorer, requested, allocatable)
         if self.strategy == MOST_ALLOCATED:
-            return _most_array(requested, allocatable, weights, n)
-        return _rtcr_array(self.shape, requested, allocatable, weights, n)
+            return _most_matrix(self.scorer, requested, allocatable)
+        n = rows.shape[0]
+        return _rtcr_array(self.shape, list(requested), list(allocatable), self.scorer.weights, n)
 
     def events_to_register(self) -> list[ClusterEvent]:
         return [ClusterEvent("Pod", "Delete"), ClusterEvent("Node", "Add"), ClusterEvent("Node", "Update")]
@@ -439,8 +527,19 @@ class NodeResourcesBalancedAllocation(SchedulerPlugin, PreScorePlugin, ScorePlug
         requests = self._pod_requests(state, pod)
         if requests is None:
             return np.zeros(rows.shape[0], dtype=np.int64)
-        requested, allocatable = self.scorer.table_values(table, rows, requests)
-        return _balanced_array(requested, allocatable, rows.shape[0])
+        cache = row_cache(self.handle, self.name)
+        if cache is None:
+            return self._scores(table, rows, requests)
+        return cache.take(
+            tuple(requests),
+            rows,
+            lambda r: self._scores(table, r, requests),
+            lambda ni: _balanced(*self.scorer.node_values(ni, requests)),
+        )
+
+    def _scores(self, table: NodeTable, rows: Int64Array, requests: list[int]) -> Int64Array:
+        requested, allocatable = self.scorer.table_matrix(table, rows, requests)
+        return _balanced_matrix(requested, allocatable)
 
 
 __all__ = ["NodeResourcesBalancedAllocation", "NodeResourcesFit", "insufficient_resources", "tracked"]

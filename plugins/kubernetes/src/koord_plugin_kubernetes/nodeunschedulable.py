@@ -7,6 +7,7 @@ import numpy as np
 
 from koord_framework.api.objects import PodInfo, Taint
 from koord_framework.api.selectors import tolerations_tolerate_taint
+from koord_framework.scheduler.framework import VectorFilterStatuses
 from koord_framework.scheduler.interface import (
     ClusterEvent,
     CycleState,
@@ -24,9 +25,11 @@ from koord_plugin_kubernetes._nodeindex import node_index
 
 ERR_REASON = "node(s) were unschedulable"
 UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
+_UNSCHEDULABLE = Status.unresolvable(ERR_REASON)
+_PASS = Status.success()
 
 
-class NodeUnschedulable(SchedulerPlugin, FilterPlugin, VectorFilter, EnqueueExtensions):
+class NodeUnschedulable(SchedulerPlugin, FilterPlugin, VectorFilter, VectorFilterStatuses, EnqueueExtensions):
     name = "NodeUnschedulable"
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
@@ -40,6 +43,14 @@ class NodeUnschedulable(SchedulerPlugin, FilterPlugin, VectorFilter, EnqueueExte
         index = node_index(self.handle)
         index.refresh()
         return ~take(index.unschedulable, rows)
+
+    def filter_statuses(
+        self, state: CycleState, pod: PodInfo, table: NodeTable, rows: Int64Array
+    ) -> list[Status]:
+        index = node_index(self.handle)
+        index.refresh()
+        blocked = not tolerations_tolerate_taint(pod.tolerations, UNSCHEDULABLE_TAINT)
+        return [_UNSCHEDULABLE if blocked and u else _PASS for u in take(index.unschedulable, rows).tolist()]
 
     def events_to_register(self) -> list[ClusterEvent]:
         return [ClusterEvent("Node", "Add"), ClusterEvent("Node", "Update")]

@@ -52,7 +52,9 @@ from koord_framework.scheduler.interface import (
 from koord_framework.scheduler.status import MAX_NODE_SCORE, Status
 from koord_framework.scheduler.table import BoolArray, Int64Array
 from koord_plugin_kubernetes._clustercache import cluster_cache
+from koord_plugin_kubernetes._masks import required_affinity_mask
 from koord_plugin_kubernetes._nodeindex import node_index
+from koord_plugin_kubernetes._podcounts import pod_counts, snapshot_of
 from koord_plugin_kubernetes._resources import go_round
 from koord_plugin_kubernetes.args import SYSTEM_DEFAULTING, PodTopologySpreadArgs
 
@@ -202,6 +204,8 @@ class PodTopologySpread(
         self.default_constraints: tuple[Mapping[str, Any], ...] = (
             SYSTEM_DEFAULT_CONSTRAINTS if self.system_defaulted else tuple(args.default_constraints)
         )
+        self._defaults_use_pod_labels = any(c.get("matchLabelKeys") for c in self.default_constraints)
+        self._parsed_defaults: dict[str, list[Constraint]] = {}
 
     # --- constraints ----------------------------------------------------------------------------------
     def default_selector(self, pod: PodInfo) -> LabelSelector:
@@ -234,10 +238,20 @@ class PodTopologySpread(
                     selector = selector.add(*other.requirements)
         return selector
 
+    def _defaults(self, pod: PodInfo, action: str) -> list[Constraint]:
+        """The default constraints with ``action``, parsed once (they depend on the pod only through
+        ``matchLabelKeys``, which a default constraint rarely has)."""
+        if self._defaults_use_pod_labels:
+            return parse_constraints(self.default_constraints, pod.labels, action)
+        found = self._parsed_defaults.get(action)
+        if found is None:
+            found = self._parsed_defaults[action] = parse_constraints(self.default_constraints, {}, action)
+        return found
+
     def constraints_for(self, pod: PodInfo, action: str) -> list[Constraint]:
         if pod.topology_spread:
             return parse_constraints(pod.topology_spread, pod.labels, action)
-        constraints = parse_constraints(self.default_constraints, pod.labels, action)
+        constraints = self._defaults(pod, action)
         if not constraints:
             return []
         selector = self.default_selector(pod)
@@ -267,16 +281,11 @@ class PodTopologySpread(
             return None, Status.skip()
         s = PreFilterState(constraints, [{} for _ in constraints])
         required = RequiredNodeAffinity.of(pod)
-        for info in nodes:
-            labels = info.node.labels
-            if not node_has_all_keys(labels, constraints):
-                continue
-            for i, c in enumerate(constraints):
-                if not c.matches_inclusion_policies(pod, info.node, required):
-                    continue
-                value = labels[c.topology_key]
-                counts = s.tp_counts[i]
-                counts[value] = counts.get(value, 0) + count_matching(info.pods, c.selector, pod.namespace)
+        snap = snapshot_of(self.handle)
+        if snap is not None and nodes is snap.node_list:
+            self._count_indexed(s, pod, required, snap)
+        else:
+            self._count_walk(s, pod, required, nodes)
         for counts in s.tp_counts:
             hist: dict[int, int] = {}
             for n in counts.values():
@@ -285,6 +294,74 @@ class PodTopologySpread(
             s.min_match.append(min(counts.values()) if counts else _INT32_MAX)
         state.write(_PRE_FILTER_KEY, s)
         return None, Status.success()
+
+    def _count_walk(
+        self, s: PreFilterState, pod: PodInfo, required: RequiredNodeAffinity, nodes: Sequence[NodeInfo]
+    ) -> None:
+        """kube-scheduler's counting: every node, every pod (nodes given that are not the snapshot's)."""
+        for info in nodes:
+            labels = info.node.labels
+            if not node_has_all_keys(labels, s.constraints):
+                continue
+            for i, c in enumerate(s.constraints):
+                if not c.matches_inclusion_policies(pod, info.node, required):
+                    continue
+                value = labels[c.topology_key]
+                n = count_matching(info.pods, c.selector, pod.namespace)
+                s.tp_counts[i][value] = s.tp_counts[i].get(value, 0) + n
+
+    def _count_indexed(
+        self, s: PreFilterState, pod: PodInfo, required: RequiredNodeAffinity, snap: Any
+    ) -> None:
+        """``_count_walk`` over every node of the snapshot, from the indexes: eligible nodes as masks over
+        the node index, matching pods per node from ``pod_counts``, summed per domain."""
+        index = node_index(self.handle)
+        index.refresh()
+        counts = pod_counts(self.handle)
+        assert counts is not None
+        size = index.size
+        present = snap.table.present[:size]
+        has_all = present.copy()
+        for c in s.constraints:
+            has_all &= index.key_mask(c.topology_key)
+        affinity_ok: BoolArray | None = None
+        taints_ok: BoolArray | None = None
+        for i, c in enumerate(s.constraints):
+            eligible = has_all
+            if c.node_affinity_policy == "Honor" and (
+                required.label_selector is not None or required.node_selector is not None
+            ):
+                if affinity_ok is None:
+                    affinity_ok = required_affinity_mask(index, required)
+                eligible = eligible & affinity_ok
+            if c.node_taints_policy == "Honor":
+                if taints_ok is None:
+                    blocked = np.array(
+                        [
+                            find_untolerated_taint(t, pod.tolerations, DO_NOT_SCHEDULE_EFFECTS) is not None
+                            for t in index.taint_sig_list
+                        ],
+                        dtype=np.bool_,
+                    )
+                    taints_ok = ~blocked[index.taint_sig]
+                eligible = eligible & taints_ok
+            codes, _, values = index.codes(c.topology_key)
+            domains = codes[eligible]
+            if c.selector.empty():
+                per_row = np.zeros(size, dtype=np.int64)
+            else:
+                selector, namespace = c.selector, pod.namespace
+                per_row = counts.counts(
+                    ("PodTopologySpread", namespace, selector),
+                    lambda p, ns=namespace, sel=selector: (  # type: ignore[misc]
+                        p.deletion_time is None and p.namespace == ns and sel.matches(p.labels)
+                    ),
+                )[:size]
+            hits = np.bincount(domains, minlength=len(values))
+            sums = np.rint(np.bincount(domains, weights=per_row[eligible], minlength=len(values)))
+            tp = s.tp_counts[i]
+            for j in np.flatnonzero(hits).tolist():
+                tp[values[j]] = int(sums[j])
 
     def pre_filter_extensions(self) -> PreFilterExtensions:
         return self

@@ -16,6 +16,7 @@ from koord_framework.api.selectors import (
     find_untolerated_taint,
     tolerations_tolerate_taint,
 )
+from koord_framework.scheduler.framework import VectorFilterStatuses
 from koord_framework.scheduler.interface import (
     ClusterEvent,
     CycleState,
@@ -34,12 +35,18 @@ from koord_framework.scheduler.interface import (
 from koord_framework.scheduler.status import MAX_NODE_SCORE, Status
 from koord_framework.scheduler.table import BoolArray, Int64Array
 from koord_plugin_kubernetes._nodeindex import NodeAttributeIndex, node_index
-from koord_plugin_kubernetes._normalize import default_normalize_score
+from koord_plugin_kubernetes._normalize import (
+    VectorNormalize,
+    default_normalize_array,
+    default_normalize_score,
+)
 
 _PRE_SCORE_KEY = "PreScoreTaintToleration"
 
 
 def _tolerations_key(tolerations: Sequence[Mapping[str, Any]]) -> str:
+    if not tolerations:
+        return ""  # most pods: no need to serialise anything
     return json.dumps(list(tolerations), sort_keys=True, default=str)
 
 
@@ -51,6 +58,14 @@ def count_intolerable_prefer_no_schedule(
     )
 
 
+def _status(taints: Sequence[Taint], pod: PodInfo) -> Status:
+    taint = find_untolerated_taint(taints, pod.tolerations, DO_NOT_SCHEDULE_EFFECTS)
+    if taint is None:
+        return Status.success()
+    assert isinstance(taint, Taint)
+    return Status.unresolvable(f"node(s) had untolerated taint {{{taint.key}: {taint.value}}}")
+
+
 def _prefer_no_schedule_tolerations(tolerations: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     return [t for t in tolerations if not t.get("effect") or t.get("effect") == PREFER_NO_SCHEDULE]
 
@@ -59,10 +74,12 @@ class TaintToleration(
     SchedulerPlugin,
     FilterPlugin,
     VectorFilter,
+    VectorFilterStatuses,
     PreScorePlugin,
     ScorePlugin,
     VectorScore,
     ScoreExtensions,
+    VectorNormalize,
     EnqueueExtensions,
 ):
     name = "TaintToleration"
@@ -73,11 +90,21 @@ class TaintToleration(
         self._verdicts: dict[str, tuple[int, Int64Array, Int64Array]] = {}
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
-        taint = find_untolerated_taint(node.node.taints, pod.tolerations, DO_NOT_SCHEDULE_EFFECTS)
-        if taint is None:
-            return Status.success()
-        assert isinstance(taint, Taint)
-        return Status.unresolvable(f"node(s) had untolerated taint {{{taint.key}: {taint.value}}}")
+        return _status(node.node.taints, pod)
+
+    def filter_statuses(
+        self, state: CycleState, pod: PodInfo, table: NodeTable, rows: Int64Array
+    ) -> list[Status]:
+        index = node_index(self.handle)
+        index.refresh()
+        per_sig: dict[int, Status] = {}
+        out: list[Status] = []
+        for sig in index.taint_sig[rows].tolist():
+            st = per_sig.get(sig)
+            if st is None:
+                st = per_sig[sig] = _status(index.taint_sig_list[sig], pod)
+            out.append(st)
+        return out
 
     def _by_signature(self, index: NodeAttributeIndex, pod: PodInfo) -> tuple[Int64Array, Int64Array]:
         """Per taint signature: 1 when it blocks the pod, and its count of untolerated PreferNoSchedule taints."""  # noqa: E501
@@ -126,6 +153,11 @@ class TaintToleration(
     def normalize_score(self, state: CycleState, pod: PodInfo, scores: list[NodeScore]) -> Status:
         default_normalize_score(MAX_NODE_SCORE, True, scores)
         return Status.success()
+
+    def normalize_all(
+        self, state: CycleState, pod: PodInfo, rows: Int64Array, scores: Int64Array
+    ) -> Int64Array:
+        return default_normalize_array(MAX_NODE_SCORE, True, scores)
 
     def events_to_register(self) -> list[ClusterEvent]:
         return [ClusterEvent("Node", "Add"), ClusterEvent("Node", "Update"), ClusterEvent("Pod", "Update")]

@@ -1,0 +1,1 @@
+"""Scheduler benchmarks: ``python -m bench`` (see ``bench/README.md``)."""
