@@ -1,0 +1,92 @@
+"""Bindings are cheap but exact: the embedded cluster shares what a binding leaves alone, and the pod
+cache derives the bound record from the previous one instead of parsing the pod again."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from koord_framework.api.objects import PodInfo
+from koord_framework.cluster.clock import VirtualClock
+from koord_framework.cluster.informer import PodCache, SharedInformer
+from koord_framework.cluster.memory import MemoryCluster
+from koord_framework.cluster.merge_patch import copy_json
+from koord_framework.cluster.port import WatchEvent
+from koord_framework.testing import make_node, make_pod
+
+
+def _fields(p: PodInfo) -> dict[str, Any]:
+    # ``non_zero`` is a cache filled on first use, not a parsed field.
+    return {name: getattr(p, name) for name in PodInfo.__slots__ if name != "non_zero"}
+
+
+def _pods() -> list[dict[str, Any]]:
+    with_status = make_pod("with-status", cpu="1", memory="1Gi")
+    with_status["status"] = {
+        "phase": "Pending",
+        "conditions": [
+            {"type": "PodScheduled", "status": "False", "lastTransitionTime": "2024-01-01T00:00:00Z"},
+            {"type": "Initialized", "status": "True", "lastTransitionTime": "2024-01-01T00:00:05Z"},
+        ],
+        "nominatedNodeName": "n1",
+    }
+    no_status = make_pod("no-status", cpu="500m")
+    no_status.pop("status", None)
+    labelled = make_pod("labelled", cpu="2", labels={"app": "x"}, priority=10)
+    return [with_status, no_status, labelled]
+
+
+@pytest.mark.parametrize("index", range(3))
+def test_bound_record_equals_a_fresh_parse(index: int) -> None:
+    cluster = MemoryCluster(VirtualClock(1_704_067_200.0))
+    cluster.create(make_node("n1"))
+    cache = PodCache(SharedInformer(cluster))
+    manifest = _pods()[index]
+    cluster.create(manifest)
+    name = manifest["metadata"]["name"]
+    before = cache.get("default", name)
+    assert before is not None
+    cluster.clock.set(1_704_067_260.0)  # type: ignore[attr-defined]
+    cluster.bind("default", name, "n1")
+    after = cache.get("default", name)
+    assert after is not None and after is not before
+    assert _fields(after) == _fields(PodInfo.from_manifest(cluster.get("Pod", name)))
+    assert after.node_name == "n1" and after.scheduled_time == 1_704_067_260.0
+    assert before.node_name == ""  # the earlier record is left as it was
+
+
+def test_other_updates_are_parsed_in_full() -> None:
+    cluster = MemoryCluster(VirtualClock(0.0))
+    cluster.create(make_node("n1"))
+    cache = PodCache(SharedInformer(cluster))
+    cluster.create(make_pod("p", cpu="1"))
+    cluster.bind("default", "p", "n1")
+    cluster.patch("Pod", "p", "default", {"metadata": {"labels": {"new": "label"}}})
+    record = cache.get("default", "p")
+    assert record is not None and record.labels["new"] == "label"
+    assert _fields(record) == _fields(PodInfo.from_manifest(cluster.get("Pod", "p")))
+    cluster.patch("Pod", "p", "default", {"status": {"phase": "Running"}}, status=True)
+    record = cache.get("default", "p")
+    assert record is not None and record.phase == "Running"
+
+
+def test_binding_never_modifies_the_stored_version_watchers_hold() -> None:
+    cluster = MemoryCluster(VirtualClock(0.0))
+    cluster.create(make_node("n1"))
+    seen: list[WatchEvent] = []
+    cluster.subscribe(["Pod"], seen.append)
+    cluster.create(make_pod("p", cpu="1", memory="1Gi", labels={"a": "b"}))
+    stored = seen[-1].obj
+    snapshot = copy_json(stored)
+    cluster.bind("default", "p", "n1")
+    event = seen[-1]
+    assert event.type == "MODIFIED" and event.old is stored
+    assert stored == snapshot  # the old version is untouched
+    new = event.obj
+    assert new["spec"]["nodeName"] == "n1" and "nodeName" not in stored["spec"]
+    assert [c["type"] for c in new["status"]["conditions"]] == ["PodScheduled"]
+    assert new["spec"]["containers"] is stored["spec"]["containers"]  # shared, as both are read-only
+    got = cluster.get("Pod", "p")  # a copy the caller owns
+    got["spec"]["containers"][0]["name"] = "changed"
+    assert new["spec"]["containers"][0]["name"] != "changed"
