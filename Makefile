@@ -48,6 +48,8 @@ e2e: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m bench
+	$(BIN)/python bench/descheduler_round.py
+	$(BIN)/python bench/koordlet_agent.py --seconds 60
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info plugins/*/build plugins/*/src/*.egg-info

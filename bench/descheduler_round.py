@@ -1,6 +1,6 @@
 """One LowNodeLoad round on a large cluster: 5,000 nodes, 150,000 pods, one NodeMetric per node.
 
-    python plugins/lownodeload/benchmarks/bench_round.py [--nodes 5000] [--pods-per-node 30] [--rounds 1]
+    python bench/descheduler_round.py [--nodes 5000] [--pods-per-node 30] [--rounds 1]
 
 10 % of the nodes are above the high thresholds (cpu 75 %), 30 % below the low ones (cpu 45 %, memory 55 %),
 the rest in between. Pods are ReplicaSet-owned, so the DefaultEvictor admits them, and evictions go through
