@@ -735,3 +735,26 @@ def test_entry_points_match_class_names() -> None:
         "SchedulingHint",
     ]:
         assert registry.get(name).name == name
+
+
+def test_preemption_exports_victims_histogram_next_to_the_framework_attempts() -> None:
+    """The plugin's histogram and the framework's attempts counter live on one registry without clashing."""
+    from koord_framework.metrics import render
+    from koord_framework.testing import make_node, make_pod
+    from koord_framework.testing.scheduler import SchedulerHarness
+    from koord_plugin_kubernetes.defaultbinder import DefaultBinder
+    from koord_plugin_kubernetes.defaultpreemption import DefaultPreemption
+    from koord_plugin_kubernetes.noderesources import NodeResourcesFit
+    from koord_plugin_kubernetes.queuesort import PrioritySort
+
+    h = SchedulerHarness([PrioritySort, NodeResourcesFit, DefaultPreemption, DefaultBinder])
+    h.add(
+        make_node("n1", cpu="2"),
+        make_pod("victim", cpu="2", node="n1", priority=1),
+        make_pod("vip", cpu="2", priority=50),
+    )
+    h.run_until_idle()
+    assert h.cluster.try_get("Pod", "victim", "default") is None
+    text = render(h.handle.metrics)
+    assert "koord_scheduler_preemption_victims_count 1.0" in text
+    assert "koord_scheduler_preemption_victims_sum 1.0" in text

@@ -21,6 +21,7 @@ When no node fits, find nodes where removing lower-priority pods makes room:
 from __future__ import annotations
 
 import random
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -170,6 +171,27 @@ def pick_one_node(candidates: Sequence[Candidate], now: float) -> Candidate | No
     return remaining[0]
 
 
+_VICTIMS: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+"""One victims histogram per registry: several profiles share a scheduler's registry."""
+
+
+def _victims_histogram(registry: Any) -> Any:
+    if registry is None:
+        return None
+    hist = _VICTIMS.get(registry)
+    if hist is None:
+        from prometheus_client import Histogram
+
+        hist = Histogram(
+            "koord_scheduler_preemption_victims",
+            "Number of victims selected by a successful preemption",
+            buckets=(1, 2, 4, 8, 16, 32, 64),
+            registry=registry,
+        )
+        _VICTIMS[registry] = hist
+    return hist
+
+
 class DefaultPreemption(SchedulerPlugin, PostFilterPlugin):
     name = "DefaultPreemption"
     Args = DefaultPreemptionArgs
@@ -179,28 +201,9 @@ class DefaultPreemption(SchedulerPlugin, PostFilterPlugin):
         self.min_pct = args.min_candidate_nodes_percentage
         self.min_abs = args.min_candidate_nodes_absolute
         self._rng = random.Random(seed)
-        self._attempts: Any = None
-        self._victims_hist: Any = None
-        self._init_metrics()
-
-    def _init_metrics(self) -> None:
-        try:
-            from prometheus_client import Counter, Histogram
-
-            registry = self.handle.metrics
-            self._attempts = Counter(
-                "koord_scheduler_preemption_attempts",
-                "Preemption attempts (PostFilter calls)",
-                registry=registry,
-            )
-            self._victims_hist = Histogram(
-                "koord_scheduler_preemption_victims",
-                "Number of victims selected by a successful preemption",
-                buckets=(1, 2, 4, 8, 16, 32, 64),
-                registry=registry,
-            )
-        except Exception:  # no registry behind this handle, or a second profile sharing it
-            self._attempts = self._victims_hist = None
+        # Attempts are counted by the framework (koord_scheduler_preemption_attempts_total); the plugin adds
+        # only what the framework cannot see: how many victims a successful preemption chose.
+        self._victims_hist: Any = _victims_histogram(self.handle.metrics)
 
     # --- the candidate count ------------------------------------------------------------------------
     def calculate_num_candidates(self, num_nodes: int) -> int:
@@ -379,8 +382,6 @@ class DefaultPreemption(SchedulerPlugin, PostFilterPlugin):
     def post_filter(
         self, state: CycleState, pod: PodInfo, filtered: Mapping[str, Status]
     ) -> tuple[PostFilterResult | None, Status]:
-        if self._attempts is not None:
-            self._attempts.inc()
         result, status = self.preempt(state, pod, filtered)
         if status.message and not status.is_success:
             return result, Status(status.code, (f"preemption: {status.message}",), error=status.error)
