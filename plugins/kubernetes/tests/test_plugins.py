@@ -739,13 +739,14 @@ def test_entry_points_match_class_names() -> None:
 
 def test_preemption_exports_victims_histogram_next_to_the_framework_attempts() -> None:
     """The plugin's histogram and the framework's attempts counter live on one registry without clashing."""
-    from koord_framework.metrics import render
-    from koord_framework.testing import make_node, make_pod
-    from koord_framework.testing.scheduler import SchedulerHarness
     from koord_plugin_kubernetes.defaultbinder import DefaultBinder
     from koord_plugin_kubernetes.defaultpreemption import DefaultPreemption
     from koord_plugin_kubernetes.noderesources import NodeResourcesFit
     from koord_plugin_kubernetes.queuesort import PrioritySort
+
+    from koord_framework.metrics import render
+    from koord_framework.testing import make_node, make_pod
+    from koord_framework.testing.scheduler import SchedulerHarness
 
     h = SchedulerHarness([PrioritySort, NodeResourcesFit, DefaultPreemption, DefaultBinder])
     h.add(
