@@ -26,7 +26,7 @@ from bench.scheduler_perf import Workload, run
 
 RESULTS = Path(__file__).resolve().with_name("results")
 ORDER = ("basic", "spread", "antiaffinity", "colocation-1k", "colocation-20k", "rss")
-"""The order of ``--workload all``: about 3 minutes on 2 cores."""
+"""The order of ``--workload all``: about 5 minutes on 2 cores (most of it ``colocation-20k``)."""
 
 
 def all_workloads() -> dict[str, Workload]:

@@ -13,8 +13,10 @@ cluster. Register handlers at start-up: ``add_handler`` waits for the dispatch i
 while holding a lock that a handler also takes can deadlock.
 
 ``PodCache`` and ``NodeCache`` turn objects into ``PodInfo`` / ``NodeRecord`` once per object version
-(an event that repeats a known resourceVersion reuses the record) and index pods by node name. Memory is
-what makes 150,000 pods fit: one record per pod, dictionaries of references for the indexes.
+(an event that repeats a known resourceVersion reuses the record) and index pods by node name. A binding
+does not parse the pod again: the new record is the previous one with the node name, resource version and
+condition times replaced (``rebound``). Memory is what makes 150,000 pods fit: one record per pod,
+dictionaries of references for the indexes.
 """
 
 from __future__ import annotations

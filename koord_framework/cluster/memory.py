@@ -16,7 +16,9 @@ controllers):
 
 Storage and sharing: the stored object of each version is never modified after it is stored (every write
 stores a new dict), so watch events carry the stored dicts themselves, without a copy; handlers must treat
-``event.obj`` and ``event.old`` as read-only. ``get``/``list``/``create``/... return copies the caller owns.
+``event.obj`` and ``event.old`` as read-only. For the same reason consecutive versions may share the parts a
+write leaves alone (a binding copies only ``spec``, ``status`` and ``metadata``). ``get``/``list``/
+``create``/... return copies the caller owns.
 
 Watch delivery is synchronous: the thread that writes delivers the resulting events to the handlers before
 its write call returns, outside the cluster lock (so that a handler may call back into the cluster and
