@@ -34,7 +34,7 @@ from koord_framework.errors import KoordError, NotFoundError
 from koord_framework.plugin import Plugin, PluginArgs
 from koord_framework.registry import PluginRegistry
 from koord_framework.scheduler.cycle_state import CycleState
-from koord_framework.scheduler.framework import Framework, PluginLayout
+from koord_framework.scheduler.framework import Framework, PluginLayout, VectorFilterStatuses
 from koord_framework.scheduler.handle import SchedulerHandle
 from koord_framework.scheduler.interface import (
     BindPlugin,
@@ -334,6 +334,16 @@ class SchedulerHarness:
                         f"{plugin}: filter_all says {'pass' if ok else 'fail'} on {ni.name}, "
                         f"filter says {single}"
                     )
+            if isinstance(inst, VectorFilterStatuses) and not mask.all():
+                rejected = [ni for ni, ok in zip(nodes, mask.tolist()) if not ok]
+                rrows = np.fromiter((ni.row for ni in rejected), dtype=np.int64, count=len(rejected))
+                bulk = list(inst.filter_statuses(state, p, snap.table, rrows))
+                for ni, got in zip(rejected, bulk, strict=True):
+                    want = inst.filter(state, p, ni)  # type: ignore[attr-defined]
+                    if (got.code, got.reasons) != (want.code, want.reasons):
+                        raise AssertionError(
+                            f"{plugin}: filter_statuses gives {got} on {ni.name}, filter gives {want}"
+                        )
         if isinstance(inst, VectorScore):
             state2, feasible = self._pre_score(p)
             if plugin in state2.skip_score or not feasible:

@@ -23,6 +23,7 @@ from koord_framework.api.objects import NodeRecord, PodInfo
 from koord_framework.api.qos import PriorityClass
 from koord_framework.plugin import PluginArgs
 from koord_framework.scheduler.cycle_state import CycleState
+from koord_framework.scheduler.framework import VectorFilterStatuses
 from koord_framework.scheduler.interface import (
     ClusterEvent,
     EnqueueExtensions,
@@ -110,6 +111,7 @@ class LoadAwareScheduling(
     PreFilterPlugin,
     FilterPlugin,
     VectorFilter,
+    VectorFilterStatuses,
     ScorePlugin,
     VectorScore,
     ReservePlugin,
@@ -312,6 +314,39 @@ class LoadAwareScheduling(
         self._count_rejections(codes[failed])
         out: BoolArray = ~failed
         return out
+
+    def filter_statuses(
+        self, state: CycleState, pod: PodInfo, table: NodeTable, rows: Int64Array
+    ) -> Sequence[Status]:
+        """What ``filter`` says on each row ``filter_all`` rejected, from the same reason codes.
+
+        An unschedulable pod needs the reason of every node; asking ``filter`` node by node costs ~30 µs
+        each, which on 1,000 nodes is most of a failed cycle. The codes already name the reason.
+        """
+        incoming = self.incoming(state, pod)
+        size = self._prepare(table)
+        codes = self._filter_cache.get((incoming.shape, incoming.prod), size).take(rows)
+        by_code: dict[int, Status] = {}
+        out: list[Status] = []
+        for code in codes.tolist():
+            status = by_code.get(code)
+            if status is None:
+                status = by_code[code] = self._status_of_code(code)
+            out.append(status)
+        return out
+
+    def _status_of_code(self, code: int) -> Status:
+        if code == self._PASS:
+            return Status.success()
+        if code == self._EXPIRED:
+            return Status.unschedulable(ERR_NODE_METRIC_EXPIRED)
+        resources = len(self.vectorizer)
+        r = code - 2
+        if r < resources:
+            return Status.unschedulable(ERR_USAGE_EXCEED_THRESHOLD.format(self.vectorizer.names[r]))
+        return Status.unschedulable(
+            ERR_AGGREGATED_USAGE_EXCEED_THRESHOLD.format(self.vectorizer.names[r - resources])
+        )
 
     def _prepare(self, table: NodeTable) -> int:
         """Columns and expiry brought up to date for this call; returns the table size."""
