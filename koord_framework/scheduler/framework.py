@@ -27,9 +27,10 @@ from __future__ import annotations
 
 import abc
 import logging
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
+from functools import partial
 from time import perf_counter
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -902,19 +903,28 @@ class Framework:
 
     # --- Reserve / Permit ---------------------------------------------------------------------------
     def run_reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
+        return self._run_until_failure(
+            state, "Reserve", [(n, partial(p.reserve, state, pod, node_name)) for n, p in self.reserve]
+        )
+
+    def _run_until_failure(
+        self, state: CycleState, point: str, calls: Sequence[tuple[str, Callable[[], Status]]]
+    ) -> Status:
+        """Reserve's and PreBind's shape: each plugin in order, the first failure stops the point — a
+        rejection as the plugin said it, anything else as an Error naming the plugin."""
         sampled = state.record_metrics
-        for name, p in self.reserve:
+        for name, call in calls:
             t0 = perf_counter() if sampled else 0.0
             try:
-                s = p.reserve(state, pod, node_name)
+                s = call()
             except Exception as exc:
                 s = Status.as_error(exc)
             if sampled:
-                self._observe(name, "Reserve", s, t0)
+                self._observe(name, point, s, t0)
             if not s.is_success:
                 if s.is_rejected:
                     return s.with_plugin(name)
-                return Status(Code.ERROR, (f"running Reserve plugin {name}: {s.message}",), name, s.error)
+                return Status(Code.ERROR, (f"running {point} plugin {name}: {s.message}",), name, s.error)
         return SUCCESS
 
     def run_unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
@@ -952,20 +962,9 @@ class Framework:
 
     # --- binding cycle ------------------------------------------------------------------------------
     def run_pre_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
-        sampled = state.record_metrics
-        for name, p in self.pre_bind:
-            t0 = perf_counter() if sampled else 0.0
-            try:
-                s = p.pre_bind(state, pod, node_name)
-            except Exception as exc:
-                s = Status.as_error(exc)
-            if sampled:
-                self._observe(name, "PreBind", s, t0)
-            if not s.is_success:
-                if s.is_rejected:
-                    return s.with_plugin(name)
-                return Status(Code.ERROR, (f"running PreBind plugin {name}: {s.message}",), name, s.error)
-        return SUCCESS
+        return self._run_until_failure(
+            state, "PreBind", [(n, partial(p.pre_bind, state, pod, node_name)) for n, p in self.pre_bind]
+        )
 
     def run_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
         """The first bind plugin that does not Skip decides; Skip when every one skips (or there is none)."""
