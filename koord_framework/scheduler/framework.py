@@ -32,7 +32,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from functools import partial
 from time import perf_counter
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, overload
 
 import numpy as np
 
@@ -116,7 +116,51 @@ class VectorFilterStatuses(abc.ABC):
     @abc.abstractmethod
     def filter_statuses(
         self, state: CycleState, pod: PodInfo, table: NodeTable, rows: Int64Array
-    ) -> Sequence[Status]: ...
+    ) -> Sequence[Status]:
+        """One status per row of ``rows``; return a ``CodedStatuses`` to skip building a per-row list."""
+
+
+class CodedStatuses(Sequence[Status]):
+    """Per-row statuses held as an index per row into a short list of distinct statuses.
+
+    What ``VectorFilterStatuses.filter_statuses`` may return instead of a list: a plugin whose rejections
+    are reason codes per row (an array) then answers thousands of rows with one ``np.unique`` and a status
+    per distinct code, and the framework keeps the arrays as they are (``RowStatuses``). On a 1,000-node
+    cluster a pod that fits nowhere would otherwise cost a million list entries per thousand such pods. It
+    is a ``Sequence[Status]`` too, so code that indexes or iterates it sees one status per row.
+    """
+
+    __slots__ = ("distinct", "ids")
+
+    def __init__(self, ids: Int64Array, distinct: Sequence[Status]) -> None:
+        self.ids = ids
+        """Per row: an index into ``distinct``."""
+        self.distinct = list(distinct)
+
+    @classmethod
+    def from_codes(cls, codes: Int64Array, status_of: Callable[[int], Status]) -> CodedStatuses:
+        """Statuses from integer reason codes per row; ``status_of`` is called once per distinct code."""
+        if codes.size == 0:
+            return cls(_EMPTY_ROWS, [])
+        unique, inverse = np.unique(codes, return_inverse=True)
+        ids = inverse.astype(np.int64, copy=False).reshape(-1)
+        return cls(ids, [status_of(int(c)) for c in unique.tolist()])
+
+    def __len__(self) -> int:
+        return int(self.ids.shape[0])
+
+    @overload
+    def __getitem__(self, index: int) -> Status: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Status]: ...
+    def __getitem__(self, index: int | slice) -> Status | Sequence[Status]:
+        if isinstance(index, slice):
+            return CodedStatuses(self.ids[index], self.distinct)
+        return self.distinct[int(self.ids[index])]
+
+    def __iter__(self) -> Iterator[Status]:
+        distinct = self.distinct
+        return iter([distinct[i] for i in self.ids.tolist()])
 
 
 def default_normalize_all(
@@ -694,8 +738,8 @@ class Framework:
             if any(f.vector is None for f in active[:first]):
                 first = 0
             chain = active[first:]
-            rows = [r for r in rejected.tolist() if r not in done] if done else rejected.tolist()
-            if not rows:
+            rows = rejected[~np.isin(rejected, list(done))] if done else rejected
+            if not rows.size:
                 continue
             if chain[0].name == name and isinstance(chain[0].plugin, VectorFilterStatuses):
                 bulk = self._bulk_statuses(chain[0], state, pod, rows)
@@ -707,13 +751,13 @@ class Framework:
                 redo = np.flatnonzero(np.isin(ids, passed)).tolist() if passed else []
                 rest = chain[1:]
             else:
-                ids, distinct = np.zeros(len(rows), dtype=np.int64), [SUCCESS]
-                redo, rest = list(range(len(rows))), chain
+                ids, distinct = np.zeros(rows.size, dtype=np.int64), [SUCCESS]
+                redo, rest = list(range(rows.size)), chain
             if redo:
                 ids = ids.copy()
                 for i in redo:
                     # The per-node chain as ``filter`` runs it (after the bulk-answering plugin if it passed).
-                    ni = snap.by_row[rows[i]]
+                    ni = snap.by_row[int(rows[i])]
                     assert ni is not None
                     st = _run_chain(rest, state, pod, ni)
                     if st.is_success:
@@ -726,7 +770,7 @@ class Framework:
         outcome.rejected_by = statuses.rows_by_plugin()
 
     def _bulk_statuses(
-        self, f: _Filter, state: CycleState, pod: PodInfo, rows: list[int]
+        self, f: _Filter, state: CycleState, pod: PodInfo, rows: Int64Array
     ) -> tuple[Int64Array, list[Status]] | Status:
         """``filter_statuses`` of ``f`` for ``rows`` as (per row an index into the distinct statuses, the
         distinct statuses named after the plugin as ``_filter_one`` names them), or an Error status."""
@@ -734,24 +778,30 @@ class Framework:
         assert isinstance(plugin, VectorFilterStatuses)
         table = self.handle.snapshot.table
         try:
-            found = plugin.filter_statuses(state, pod, table, np.array(rows, dtype=np.int64))
+            found = plugin.filter_statuses(state, pod, table, rows)
         except Exception as exc:
             return _plugin_error(f.name, "Filter", exc)
         if len(found) != len(rows):
             msg = f"plugin {f.name}: filter_statuses gave {len(found)} statuses for {len(rows)} nodes"
             return Status(Code.ERROR, (msg,), f.name)
-        # Thousands of rows share a few status objects: index them by identity with C-level loops.
-        keys = list(map(id, found))
-        position = {k: i for i, k in enumerate(dict.fromkeys(keys))}
-        ids = np.array(list(map(position.__getitem__, keys)), dtype=np.int64)
-        originals: dict[int, Status] = {}
-        for st in found:
-            if len(originals) == len(position):
-                break
-            originals.setdefault(id(st), st)
+        if isinstance(found, CodedStatuses):
+            ids, plain = np.asarray(found.ids, dtype=np.int64), found.distinct
+            if ids.size and (int(ids.min()) < 0 or int(ids.max()) >= len(plain)):
+                msg = f"plugin {f.name}: filter_statuses gave an index outside its {len(plain)} statuses"
+                return Status(Code.ERROR, (msg,), f.name)
+        else:
+            # Thousands of rows share a few status objects: index them by identity with C-level loops.
+            keys = list(map(id, found))
+            position = {k: i for i, k in enumerate(dict.fromkeys(keys))}
+            ids = np.array(list(map(position.__getitem__, keys)), dtype=np.int64)
+            originals: dict[int, Status] = {}
+            for st in found:
+                if len(originals) == len(position):
+                    break
+                originals.setdefault(id(st), st)
+            plain = [originals[k] for k in position]
         distinct: list[Status] = []
-        for k in position:
-            st = originals[k]
+        for st in plain:
             if st.is_rejected:
                 st = st.with_plugin(f.name)
             elif not st.is_success:
@@ -1039,7 +1089,7 @@ class _StatusTable:
         self._index: dict[int, int] = {}  # id(status) -> position in _distinct
         self._built: tuple[Int64Array, Int64Array] = (_EMPTY_ROWS, _EMPTY_ROWS)
 
-    def add(self, rows: Sequence[int], ids: Int64Array, distinct: Sequence[Status]) -> None:
+    def add(self, rows: Sequence[int] | Int64Array, ids: Int64Array, distinct: Sequence[Status]) -> None:
         """``rows[i]`` has status ``distinct[ids[i]]``."""
         remap = np.empty(len(distinct), dtype=np.int64)
         for i, st in enumerate(distinct):
@@ -1048,7 +1098,7 @@ class _StatusTable:
                 j = self._index[id(st)] = len(self._distinct)
                 self._distinct.append(st)
             remap[i] = j
-        self._rows.append(np.array(rows, dtype=np.int64))
+        self._rows.append(np.asarray(rows, dtype=np.int64))
         self._ids.append(remap[ids])
 
     def build(self, table: NodeTable) -> RowStatuses:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from koord_framework.api.objects import PodInfo
-from koord_framework.scheduler.framework import VectorFilterStatuses
+from koord_framework.scheduler.framework import CodedStatuses, VectorFilterStatuses
 from koord_framework.scheduler.interface import (
     ClusterEvent,
     CycleState,
@@ -40,11 +40,11 @@ class NodeName(SchedulerPlugin, FilterPlugin, VectorFilter, VectorFilterStatuses
 
     def filter_statuses(
         self, state: CycleState, pod: PodInfo, table: NodeTable, rows: Int64Array
-    ) -> list[Status]:
+    ) -> CodedStatuses:
         if not pod.node_name:
-            return [_PASS] * rows.shape[0]
+            return CodedStatuses(np.zeros(rows.shape[0], dtype=np.int64), [_PASS])
         target = table.index.get(pod.node_name, -1)
-        return [_PASS if r == target else _MISMATCH for r in rows.tolist()]
+        return CodedStatuses((rows != target).astype(np.int64), [_PASS, _MISMATCH])
 
     def events_to_register(self) -> list[ClusterEvent]:
         return [ClusterEvent("Node", "Add")]

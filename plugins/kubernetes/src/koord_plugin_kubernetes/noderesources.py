@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from koord_framework.api.objects import PodInfo
-from koord_framework.scheduler.framework import VectorFilterStatuses
+from koord_framework.scheduler.framework import CodedStatuses, VectorFilterStatuses
 from koord_framework.scheduler.interface import (
     ClusterEvent,
     CycleState,
@@ -403,7 +403,7 @@ class NodeResourcesFit(
 
     def filter_statuses(
         self, state: CycleState, pod: PodInfo, table: NodeTable, rows: Int64Array
-    ) -> list[Status]:
+    ) -> Sequence[Status]:
         req = self._request(state, pod)
         if len(req.checks) > 62:  # more than a bit mask holds: node by node
             by_row = self.handle.snapshot.by_row  # type: ignore[attr-defined]
@@ -415,18 +415,13 @@ class NodeResourcesFit(
         code = (table.pod_count[rows] + 1 > alloc[:, pods_col]).astype(np.int64)
         for bit, ((_, value), col) in enumerate(zip(req.checks, cols, strict=True), start=1):
             code |= (value > alloc[:, col] - requested[:, col]).astype(np.int64) << bit
-        statuses: dict[int, Status] = {}
-        out: list[Status] = []
-        for c in code.tolist():
-            st = statuses.get(c)
-            if st is None:
-                reasons = ["Too many pods"] if c & 1 else []
-                reasons += [
-                    f"Insufficient {name}" for i, (name, _) in enumerate(req.checks) if c >> (i + 1) & 1
-                ]
-                st = statuses[c] = Status.unschedulable(*reasons) if reasons else Status.success()
-            out.append(st)
-        return out
+
+        def status_of(c: int) -> Status:
+            reasons = ["Too many pods"] if c & 1 else []
+            reasons += [f"Insufficient {name}" for i, (name, _) in enumerate(req.checks) if c >> (i + 1) & 1]
+            return Status.unschedulable(*reasons) if reasons else Status.success()
+
+        return CodedStatuses.from_codes(code, status_of)
 
     @staticmethod
     def _fits(table: NodeTable, rows: Int64Array, req: _FitRequest) -> BoolArray:

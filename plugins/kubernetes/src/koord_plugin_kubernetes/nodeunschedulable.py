@@ -7,7 +7,7 @@ import numpy as np
 
 from koord_framework.api.objects import PodInfo, Taint
 from koord_framework.api.selectors import tolerations_tolerate_taint
-from koord_framework.scheduler.framework import VectorFilterStatuses
+from koord_framework.scheduler.framework import CodedStatuses, VectorFilterStatuses
 from koord_framework.scheduler.interface import (
     ClusterEvent,
     CycleState,
@@ -46,11 +46,12 @@ class NodeUnschedulable(SchedulerPlugin, FilterPlugin, VectorFilter, VectorFilte
 
     def filter_statuses(
         self, state: CycleState, pod: PodInfo, table: NodeTable, rows: Int64Array
-    ) -> list[Status]:
+    ) -> CodedStatuses:
         index = node_index(self.handle)
         index.refresh()
-        blocked = not tolerations_tolerate_taint(pod.tolerations, UNSCHEDULABLE_TAINT)
-        return [_UNSCHEDULABLE if blocked and u else _PASS for u in take(index.unschedulable, rows).tolist()]
+        if tolerations_tolerate_taint(pod.tolerations, UNSCHEDULABLE_TAINT):
+            return CodedStatuses(np.zeros(rows.shape[0], dtype=np.int64), [_PASS])
+        return CodedStatuses(take(index.unschedulable, rows).astype(np.int64), [_PASS, _UNSCHEDULABLE])
 
     def events_to_register(self) -> list[ClusterEvent]:
         return [ClusterEvent("Node", "Add"), ClusterEvent("Node", "Update")]

@@ -16,7 +16,7 @@ from koord_framework.api.selectors import (
     find_untolerated_taint,
     tolerations_tolerate_taint,
 )
-from koord_framework.scheduler.framework import VectorFilterStatuses
+from koord_framework.scheduler.framework import CodedStatuses, VectorFilterStatuses
 from koord_framework.scheduler.interface import (
     ClusterEvent,
     CycleState,
@@ -94,17 +94,11 @@ class TaintToleration(
 
     def filter_statuses(
         self, state: CycleState, pod: PodInfo, table: NodeTable, rows: Int64Array
-    ) -> list[Status]:
+    ) -> CodedStatuses:
         index = node_index(self.handle)
         index.refresh()
-        per_sig: dict[int, Status] = {}
-        out: list[Status] = []
-        for sig in index.taint_sig[rows].tolist():
-            st = per_sig.get(sig)
-            if st is None:
-                st = per_sig[sig] = _status(index.taint_sig_list[sig], pod)
-            out.append(st)
-        return out
+        sigs = index.taint_sig_list
+        return CodedStatuses.from_codes(index.taint_sig[rows], lambda sig: _status(sigs[sig], pod))
 
     def _by_signature(self, index: NodeAttributeIndex, pod: PodInfo) -> tuple[Int64Array, Int64Array]:
         """Per taint signature: 1 when it blocks the pod, and its count of untolerated PreferNoSchedule taints."""  # noqa: E501
