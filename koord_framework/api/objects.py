@@ -10,7 +10,7 @@ them, once per pod, into its own cycle state.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -361,6 +361,25 @@ class PodInfo:
             resource_version=str(meta.get("resourceVersion") or ""),
             overhead=overhead,
         )
+
+
+def _make_shallow_copy(cls: type) -> Any:
+    """A function that copies every slot of a ``cls`` instance into a new one.
+
+    The scheduler copies a pod record twice per placement (assume it on its node; rebuild it from the bind
+    event): ``dataclasses.replace`` re-runs ``__init__`` and a loop of ``setattr`` costs a call per slot,
+    while straight-line attribute assignments — generated here from ``__slots__``, as ``dataclasses``
+    generates ``__init__`` — are about six times cheaper.
+    """
+    slots: tuple[str, ...] = getattr(cls, "__slots__")  # noqa: B009 (mypy does not know type has it)
+    body = "".join(f"    c.{name} = src.{name}\n" for name in slots)
+    namespace: dict[str, Any] = {"_new": object.__new__, "_cls": cls}
+    exec(f"def copy(src):\n    c = _new(_cls)\n{body}    return c\n", namespace)
+    return namespace["copy"]
+
+
+copy_pod_info: Callable[[PodInfo], PodInfo] = _make_shallow_copy(PodInfo)
+"""A new ``PodInfo`` with the same field values (shallow), to modify before it is shared."""
 
 
 @dataclass(slots=True, eq=False)

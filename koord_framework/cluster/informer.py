@@ -22,13 +22,12 @@ dictionaries of references for the indexes.
 from __future__ import annotations
 
 import logging
-import operator
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from koord_framework.api.objects import NodeRecord, PodInfo, condition_times
+from koord_framework.api.objects import NodeRecord, PodInfo, condition_times, copy_pod_info
 from koord_framework.cluster.kinds import KINDS
 from koord_framework.cluster.memory import ResourceExpiredError
 from koord_framework.cluster.port import ClusterPort, Obj, WatchEvent
@@ -179,8 +178,6 @@ class SharedInformer:
 
 R = TypeVar("R", PodInfo, NodeRecord)
 
-_POD_SLOTS = PodInfo.__slots__
-_pod_fields = operator.attrgetter(*_POD_SLOTS)
 _BIND_META = frozenset({"resourceVersion", "generation"})
 _BIND_SPEC = frozenset({"nodeName"})
 _BIND_STATUS = frozenset({"conditions"})
@@ -230,9 +227,7 @@ def rebound(record: PodInfo, old: Obj, new: Obj) -> PodInfo | None:
     spec = new.get("spec") or {}
     status = new.get("status") or {}
     scheduled, initialized = condition_times(status)
-    copy = object.__new__(PodInfo)
-    for name, value in zip(_POD_SLOTS, _pod_fields(record)):
-        setattr(copy, name, value)
+    copy = copy_pod_info(record)
     copy.node_name = str(spec.get("nodeName") or "")
     copy.resource_version = _resource_version(new)
     copy.scheduled_time = scheduled

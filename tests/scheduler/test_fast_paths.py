@@ -21,7 +21,7 @@ from koord_framework.api.objects import NodeRecord, PodInfo
 from koord_framework.cluster.clock import VirtualClock
 from koord_framework.scheduler.cache import SchedulerCache, Snapshot
 from koord_framework.scheduler.cycle_state import CycleState
-from koord_framework.scheduler.framework import RowStatuses, VectorFilterStatuses
+from koord_framework.scheduler.framework import CodedStatuses, RowStatuses, VectorFilterStatuses
 from koord_framework.scheduler.scheduler import NodeToStatus
 from koord_framework.scheduler.status import Code, Status
 from koord_framework.scheduler.table import Int64Array, NodeTable
@@ -59,6 +59,31 @@ class FitStatuses(FitVector, VectorFilterStatuses):
         return out
 
 
+class FitCoded(FitVector, VectorFilterStatuses):
+    """FitStatuses answering with reason codes (``CodedStatuses``) instead of a list of statuses."""
+
+    def filter_statuses(
+        self, state: CycleState, pod: PodInfo, table: NodeTable, rows: Int64Array
+    ) -> CodedStatuses:
+        codes = np.zeros(rows.size, dtype=np.int64)  # 0 passes, 1 + r: resource r is short
+        for r, name in reversed(list(enumerate(RESOURCES))):  # the first failing resource wins
+            want = pod.requests.get(name, 0)
+            if want:
+                codes[table.requested_of(name)[rows] + want > table.allocatable_of(name)[rows]] = 1 + r
+        return CodedStatuses.from_codes(
+            codes, lambda c: Status() if c == 0 else FitStatuses._by_reason[RESOURCES[c - 1]]
+        )
+
+
+class BadIndexStatuses(FitVector, VectorFilterStatuses):
+    """Its coded answer points past its distinct statuses."""
+
+    def filter_statuses(
+        self, state: CycleState, pod: PodInfo, table: NodeTable, rows: Int64Array
+    ) -> CodedStatuses:
+        return CodedStatuses(np.full(rows.size, 5, dtype=np.int64), [Status.unschedulable("x")])
+
+
 class LyingFilter(FitVector):
     """Its per-node ``filter`` accepts every node (contradicting ``filter_all``)."""
 
@@ -93,6 +118,34 @@ def test_bulk_statuses_give_the_per_node_results(seed: int, explain: bool) -> No
     # A per-node plugin before the vectorised one: the chain starts at the beginning (no bulk answer).
     first = run_cluster([ZoneFilter, FitStatuses], seed, explain=explain)
     assert placements(first) == placements(run_cluster([ZoneFilter, FitPerNode], seed, explain=explain))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("explain", [False, True])
+def test_coded_statuses_give_the_per_node_results(seed: int, explain: bool) -> None:
+    coded = run_cluster([FitCoded, ZoneFilter], seed, explain=explain)
+    per = run_cluster([FitPerNode, ZoneFilter], seed, explain=explain)
+    assert placements(coded) == placements(per)
+    assert _outcomes(coded) == _outcomes(per)
+    assert any(o.status == "Unschedulable" for o in coded.outcomes.values())
+
+
+def test_coded_statuses_read_as_a_sequence() -> None:
+    a, b = Status.unschedulable("a"), Status.unschedulable("b")
+    coded = CodedStatuses.from_codes(np.array([7, 3, 7, 7, 3], dtype=np.int64), {3: a, 7: b}.__getitem__)
+    assert len(coded) == 5
+    assert list(coded) == [b, a, b, b, a]
+    assert coded[1] is a and coded[-1] is a
+    assert list(coded[1:3]) == [a, b]
+    assert coded.distinct == [a, b]  # one status per distinct code, in code order
+    empty = CodedStatuses.from_codes(np.zeros(0, dtype=np.int64), lambda c: a)
+    assert len(empty) == 0 and empty.distinct == []
+
+
+def test_a_coded_answer_pointing_outside_its_statuses_is_an_error() -> None:
+    s = run_cluster([BadIndexStatuses, ZoneFilter], 0)
+    messages = [o.message for o in s.outcomes.values() if o.status == "Unschedulable"]
+    assert messages and all("gave an index outside its 1 statuses" in m for m in messages)
 
 
 def test_bulk_statuses_that_contradict_filter_all_are_checked_per_node() -> None:
