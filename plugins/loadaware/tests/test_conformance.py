@@ -14,6 +14,7 @@ import json
 import random
 from typing import Any, ClassVar
 
+import numpy as np
 import pytest
 from koord_plugin_loadaware import LoadAwareScheduling
 
@@ -279,3 +280,16 @@ def test_cached_vector_results_follow_random_event_streams(seed: int) -> None:
             harness.schedule_one(_pod(rng, f"new-{step}", None))
         for pod in shapes:
             harness.check_vector_forms(pod, LoadAwareScheduling.name)
+        _check_cached_tallies(harness)
+
+
+def _check_cached_tallies(harness: SchedulerHarness) -> None:
+    """The per-shape Filter results keep a count per reason code and a pass mask next to the codes, patched
+    with them; both must always describe the codes exactly (Filter answers "nobody fails" from the counts)."""
+    plugin = harness.plugin(LoadAwareScheduling.name)
+    assert isinstance(plugin, LoadAwareScheduling)
+    for entry in plugin._filter_cache._entries.values():
+        codes = entry.values
+        assert entry.counts == np.bincount(codes, minlength=len(entry.counts)).tolist()
+        assert entry.is_zero.tolist() == (codes == 0).tolist()
+        assert entry.present() == [code for code, n in enumerate(entry.counts) if n]

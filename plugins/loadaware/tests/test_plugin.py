@@ -8,6 +8,7 @@ from typing import Any
 
 from koord_plugin_loadaware import LoadAwareScheduling
 
+from koord_framework.api.objects import PodInfo
 from koord_framework.cluster.clock import format_time
 from koord_framework.scheduler.interface import ClusterEvent
 from koord_framework.testing import DEFAULT_START, make_node, make_node_metric, make_pod
@@ -261,3 +262,81 @@ def test_threshold_boundary_is_exact_in_every_form() -> None:
         h.cluster.patch("NodeMetric", "a", "", patch, status=True)
         assert h.filter(pod, "a").is_success is passes
         h.check_vector_forms(pod, NAME)  # now only row "a" is recomputed
+
+
+def test_rejections_are_counted_per_reason_when_several_reasons_occur() -> None:
+    h = harness(
+        {},
+        make_node("cpu-hot-1", cpu="32", memory="64Gi"),
+        make_node("cpu-hot-2", cpu="32", memory="64Gi"),
+        make_node("memory-hot", cpu="32", memory="64Gi"),
+        make_node("stale", cpu="32", memory="64Gi"),
+        make_node("cool", cpu="32", memory="64Gi"),
+        make_node_metric("cpu-hot-1", cpu="24", memory="1Gi"),  # 75% cpu > 65%
+        make_node_metric("cpu-hot-2", cpu="30", memory="1Gi"),
+        make_node_metric("memory-hot", cpu="1", memory="62Gi"),  # 97% memory > 95% once the pod is added
+        make_node_metric("stale", cpu="1", memory="1Gi", update_time=NOW - 400),
+        make_node_metric("cool", cpu="1", memory="1Gi"),
+    )
+    pod = make_pod("web", cpu="2", memory="2Gi", priority=9000)
+    result = h.schedule_one(pod)
+    assert result.node == "cool"
+    counted = {
+        (reason, resource): sample(
+            h, "koord_scheduler_loadaware_filter_rejections_total", reason=reason, resource=resource
+        )
+        for reason, resource in [
+            ("usage_exceed_threshold", "cpu"),
+            ("usage_exceed_threshold", "memory"),
+            ("node_metric_expired", ""),
+            ("aggregated_usage_exceed_threshold", "cpu"),
+        ]
+    }
+    assert counted == {
+        ("usage_exceed_threshold", "cpu"): 2,
+        ("usage_exceed_threshold", "memory"): 1,
+        ("node_metric_expired", ""): 1,
+        ("aggregated_usage_exceed_threshold", "cpu"): None,  # never rejected: no series at all
+    }
+
+    # With the cool node gone nothing fits, and every node's reason comes from the bulk statuses.
+    h.cluster.delete("Node", "cool")
+    failed = h.schedule_one(make_pod("web-2", cpu="2", memory="2Gi", priority=9000))
+    assert failed.node is None
+    assert {name: status.reasons for name, status in failed.filter.items()} == {
+        "cpu-hot-1": ("node(s) cpu usage exceed threshold",),
+        "cpu-hot-2": ("node(s) cpu usage exceed threshold",),
+        "memory-hot": ("node(s) memory usage exceed threshold",),
+        "stale": ("node(s) nodeMetric expired",),
+    }
+
+
+def test_rejections_of_a_single_reason_are_counted_per_node() -> None:
+    h = harness(
+        {},
+        *(make_node(f"hot-{i}", cpu="32", memory="64Gi") for i in range(3)),
+        *(make_node_metric(f"hot-{i}", cpu="30", memory="1Gi") for i in range(3)),
+    )
+    for i in range(2):
+        assert h.schedule_one(make_pod(f"web-{i}", cpu="1", priority=9000)).node is None
+    labels = {"reason": "usage_exceed_threshold", "resource": "cpu"}
+    assert sample(h, "koord_scheduler_loadaware_filter_rejections_total", **labels) == 6
+
+
+def test_pods_of_one_shape_share_their_estimate() -> None:
+    h = harness({"allowCustomizeEstimation": True}, make_node("n", cpu="32", memory="64Gi"))
+    p = plugin(h)
+
+    def incoming(manifest: dict[str, Any]) -> Any:
+        return p._estimate_incoming(PodInfo.from_manifest(manifest))
+
+    a = incoming(make_pod("a", cpu="2", memory="2Gi", priority=9000))
+    assert incoming(make_pod("b", cpu="2", memory="2Gi", priority=9000)) is a
+    assert a.estimated == [1700, round(2 * 2**30 * 0.7)] and a.prod and not a.daemonset
+    factors = {"scheduling.koordinator.sh/load-estimated-scaling-factors": json.dumps({"cpu": 50})}
+    custom = incoming(make_pod("c", cpu="2", memory="2Gi", priority=9000, annotations=factors))
+    assert custom.estimated[0] == 1000
+    daemon = incoming(make_pod("d", cpu="2", memory="2Gi", priority=9000, owner_kind="DaemonSet"))
+    assert daemon.daemonset and daemon.estimated == a.estimated
+    batch = incoming(make_pod("e", cpu="2", memory="2Gi", priority=5500))
+    assert not batch.prod and batch is not a

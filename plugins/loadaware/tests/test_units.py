@@ -227,3 +227,34 @@ def test_reserve_pods_and_terminal_pods_are_not_counted() -> None:
     )
     c.assign("n1", reserve)
     assert c.pod_count == 0
+
+
+def _sums(c: AssignCache, node: str = "n1") -> tuple[list[int], ...]:
+    load = c.get(node)
+    assert load is not None
+    return load.node_delta, load.node_estimated, load.prod_delta, load.prod_usage
+
+
+def test_rebind_changes_sums_only_when_the_new_timestamp_changes_what_is_estimated() -> None:
+    metric = make_node_metric("n1", cpu="10", pods=[{"name": "seen", "cpu": "1", "priority": "koord-prod"}])
+    c, changed = cache()
+    c.set_metric("n1", parse_node_metric(metric, VZ))
+    young = pod("seen", scheduled=NOW - 5)  # inside the report interval: still estimated (delta)
+    c.assign("n1", young)
+    before = [list(v) for v in _sums(c)]
+    changed.clear()
+
+    # Bound 10 s ago instead of 5: still young, so the sums stay and the row need not be rewritten.
+    assert c.rebind(young.uid, "n1", NOW - 10, None, young.labels, young.annotations)
+    assert [list(v) for v in _sums(c)] == before and changed == []
+    entry = c.cached(young.uid)
+    assert entry is not None and entry.timestamp == NOW - 10 and entry.signature[4] == NOW - 10
+
+    # Bound an hour ago: no longer estimated, exactly as if it had been assigned with that time.
+    assert c.rebind(young.uid, "n1", NOW - 3600, None, young.labels, young.annotations)
+    assert changed == ["n1"]
+    fresh, _ = cache()
+    fresh.set_metric("n1", parse_node_metric(metric, VZ))
+    fresh.assign("n1", pod("seen", scheduled=NOW - 3600))
+    assert _sums(c) == _sums(fresh)
+    assert _sums(c) != tuple(before)

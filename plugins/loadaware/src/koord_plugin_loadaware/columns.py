@@ -18,6 +18,11 @@ Two choices keep the per-pod work small:
 Every row write is appended to a change log, and NodeMetric expiry is tracked incrementally (``expired``
 holds each row's state at the last ``refresh_expiry``; rows whose state flips are logged too). The plugin uses
 the log to patch per-pod-shape results instead of recomputing them for every node (``ShapeCache``).
+
+A patch of a few rows reads each row's ``RowData`` (plain Python values), not the arrays, so a row write only
+records its ``RowData`` and copies it into the arrays later, in one batch, when a whole-array computation
+needs them (``flush``). Between two pods usually one row changes and no whole-array computation runs, which
+would otherwise pay a dozen one-element NumPy writes per pod for nothing.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from koord_plugin_loadaware.assign_cache import NodeLoad
 from koord_plugin_loadaware.estimator import go_round
 from koord_plugin_loadaware.vectors import Vec
 
-__all__ = ["NEVER_FAILS", "LoadColumns", "NodeView", "ShapeCache", "usage_limit"]
+__all__ = ["NEVER_FAILS", "CachedResult", "LoadColumns", "NodeView", "ShapeCache", "usage_limit"]
 
 Int64Array = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -45,6 +50,8 @@ NEVER_FAILS: Final = 2**62
 
 _MATRICES: Final = ("alloc", "room_usage", "room_prod", "ex_score", "ex_prod")
 _FLAGS: Final = ("gate_usage", "gate_prod", "prod_on", "is_agg", "has_metric", "has_info", "expired")
+_ROW_FLAGS: Final = ("gate_usage", "gate_prod", "prod_on", "is_agg", "has_info")
+"""The flags ``flush`` copies from ``RowData`` (the others are written as rows change)."""
 _EXPIRY_MARGIN: Final = 1e-3
 """Seconds before a row's computed expiry at which expiry is re-evaluated (float rounding of t + exp)."""
 
@@ -112,10 +119,17 @@ class RowData:
         "prod_on",
         "room_prod",
         "room_usage",
+        "update_time",
     )
 
     def __init__(
-        self, view: NodeView, gate_usage: bool, gate_prod: bool, has_metric: bool, has_info: bool
+        self,
+        view: NodeView,
+        gate_usage: bool,
+        gate_prod: bool,
+        has_metric: bool,
+        has_info: bool,
+        update_time: float | None,
     ) -> None:
         self.alloc = view.alloc
         self.prod_on = view.prod_on
@@ -124,6 +138,7 @@ class RowData:
         self.gate_prod = gate_prod
         self.has_metric = has_metric
         self.has_info = has_info
+        self.update_time = update_time
         self.room_usage: Vec = []
         self.room_prod: Vec = []
         self.ex_score: Vec = []
@@ -141,6 +156,9 @@ class LoadColumns:
       thresholds are percentile ones (only for the rejection reason);
     * ``ex_score`` / ``ex_prod``: the usage Score adds the pod to (node view / prod view);
     * ``has_metric``, ``has_info``, ``update_time`` (NaN when never reported).
+
+    The matrices and the ``gate_*``, ``prod_on``, ``is_agg`` and ``has_info`` flags are current only after
+    ``flush``; ``has_metric``, ``update_time``, ``expired`` and ``rows`` always are.
     """
 
     def __init__(self, resources: int, expiration_seconds: float, capacity: int = 64) -> None:
@@ -154,7 +172,10 @@ class LoadColumns:
         """Rows with a NodeMetric and some threshold: while 0, Filter passes every node."""
         self.rows: list[RowData | None] = []
         """``RowData`` per row (None for rows never written)."""
-        """Rows with a NodeMetric and some threshold: while 0, Filter passes every node."""
+        self._unflushed: set[int] = set()
+        """Rows whose ``RowData`` is newer than the arrays (see ``flush``)."""
+        self._unlimited: Vec = [NEVER_FAILS] * resources
+        """The room of every resource when no threshold applies (shared: ``RowData`` lists are read-only)."""
         self._exp_now = float("-inf")
         self._next_expiry = float("-inf")
         empty2: Int64Array = np.zeros((resources, 0), dtype=np.int64)
@@ -202,54 +223,69 @@ class LoadColumns:
         score_agg: tuple[str, int] | None,
     ) -> None:
         """Rewrite one row from the node's view (allocatable, limits) and its assign-cache entry."""
-        self.ensure(row + 1)
+        if row >= self.capacity:
+            self.ensure(row + 1)
         self.log.append(row)
-        if len(self.rows) <= row:
-            self.rows.extend([None] * (row + 1 - len(self.rows)))
-        self.alloc[:, row] = view.alloc
-        self.prod_on[row] = view.prod_on
-        self.is_agg[row] = view.agg_type is not None
+        rows = self.rows
+        if len(rows) <= row:
+            rows.extend([None] * (row + 1 - len(rows)))
         metric = load.metric if load is not None else None
         if load is None or metric is None:
-            data = RowData(view, False, False, False, False)
-            data.room_usage = data.room_prod = [NEVER_FAILS] * self.resources
+            data = RowData(view, False, False, False, False, None)
+            data.room_usage = data.room_prod = self._unlimited
             data.ex_score = data.ex_prod = [0] * self.resources
-            self.rows[row] = data
-            self.has_metric[row] = self.has_info[row] = False
-            self._set_gates(row, False, False)
-            self.update_time[row] = np.nan
-            self.expired[row] = True
-            self.room_usage[:, row] = NEVER_FAILS
-            self.room_prod[:, row] = NEVER_FAILS
-            self.ex_score[:, row] = 0
-            self.ex_prod[:, row] = 0
+        else:
+            data = RowData(view, view.usage_on, view.prod_on, True, metric.has_info, metric.update_time)
+            plain = load.existing_estimate(False)
+            ex_prod = load.existing_estimate(True)
+            assert plain is not None and ex_prod is not None  # None only without a NodeMetric
+            usage = plain
+            if view.agg_type is not None:
+                usage = _known(load.existing_estimate(False, view.agg_type, view.agg_window_ns))
+            data.ex_prod = ex_prod
+            # Without thresholds of a kind every limit is NEVER_FAILS, and so is every room.
+            data.room_usage = _room(view.limit_usage, usage) if view.usage_on else self._unlimited
+            data.room_prod = _room(view.limit_prod, ex_prod) if view.prod_on else self._unlimited
+            score = load.existing_estimate(False, *score_agg) if score_agg is not None else None
+            data.ex_score = score if score is not None else plain
+        previous = rows[row]
+        rows[row] = data
+        self._unflushed.add(row)
+        gated_before = previous is not None and (previous.gate_usage or previous.gate_prod)
+        self.gated_rows += int(data.gate_usage or data.gate_prod) - int(gated_before)
+        update_time = data.update_time
+        if (
+            previous is not None
+            and previous.has_metric == data.has_metric
+            and previous.update_time == update_time
+        ):
+            # The usual write (a pod came or went): has_metric, update_time and expired already hold for
+            # this row (refresh_expiry keeps expired current as time passes).
             return
-        data = RowData(view, view.usage_on, view.prod_on, True, metric.has_info)
-        plain = _known(load.existing_estimate(False))
-        data.ex_prod = _known(load.existing_estimate(True))
-        usage = plain
-        if view.agg_type is not None:
-            usage = _known(load.existing_estimate(False, view.agg_type, view.agg_window_ns))
-        data.room_usage = _room(view.limit_usage, usage)
-        data.room_prod = _room(view.limit_prod, data.ex_prod)
-        score = load.existing_estimate(False, *score_agg) if score_agg is not None else None
-        data.ex_score = score if score is not None else plain
-        self.rows[row] = data
-        self.has_metric[row] = True
-        self.has_info[row] = metric.has_info
-        self._set_gates(row, view.usage_on, view.prod_on)
-        self.update_time[row] = np.nan if metric.update_time is None else metric.update_time
-        self._set_expiry(row, metric.update_time)
-        self.room_usage[:, row] = data.room_usage
-        self.room_prod[:, row] = data.room_prod
-        self.ex_prod[:, row] = data.ex_prod
-        self.ex_score[:, row] = data.ex_score
+        # The expiry inputs are kept current (refresh_expiry and the row-wise forms read them); the rest
+        # waits for flush.
+        self.has_metric[row] = data.has_metric
+        self.update_time[row] = np.nan if update_time is None else update_time
+        self._set_expiry(row, update_time)
 
-    def _set_gates(self, row: int, usage: bool, prod: bool) -> None:
-        before = bool(self.gate_usage[row] or self.gate_prod[row])
-        self.gate_usage[row] = usage
-        self.gate_prod[row] = prod
-        self.gated_rows += int(usage or prod) - int(before)
+    def flush(self) -> None:
+        """Copy the rows written since the last flush from their ``RowData`` into the arrays."""
+        if not self._unflushed:
+            return
+        written = list(self._unflushed)
+        self._unflushed.clear()
+        rows: list[RowData] = []
+        for row in written:
+            data = self.rows[row]
+            assert data is not None  # write() records the RowData of every row it queues
+            rows.append(data)
+        at: Int64Array = np.array(written, dtype=np.int64)
+        shape = (len(rows), self.resources)
+        for attr in _MATRICES:
+            values = np.array([getattr(d, attr) for d in rows], dtype=np.int64).reshape(shape)
+            getattr(self, attr)[:, at] = values.T
+        for attr in _ROW_FLAGS:
+            getattr(self, attr)[at] = [getattr(d, attr) for d in rows]
 
     # --- expiry -----------------------------------------------------------------------------------------
     def _is_expired(self, update_time: float | None, now: float) -> bool:
@@ -264,10 +300,17 @@ class LoadColumns:
         if not expired and update_time is not None and self.expiration_seconds > 0:
             self._next_expiry = min(self._next_expiry, update_time + self.expiration_seconds - _EXPIRY_MARGIN)
 
-    def refresh_expiry(self, now: float, size: int) -> None:
-        """Bring ``expired`` to ``now``; cheap unless some row's NodeMetric may have expired since."""
+    def expiry_current(self, now: float) -> bool:
+        """True when no row's expiry can have changed between the last refresh and ``now`` (which then
+        counts as refreshed); False when ``refresh_expiry`` has work to do."""
         if self._exp_now <= now < self._next_expiry:
             self._exp_now = now
+            return True
+        return False
+
+    def refresh_expiry(self, now: float, size: int) -> None:
+        """Bring ``expired`` to ``now``; cheap unless some row's NodeMetric may have expired since."""
+        if self.expiry_current(now):
             return
         self._exp_now = now
         times = self.update_time[:size]
@@ -304,10 +347,41 @@ class LoadColumns:
 
 
 AnyArray = npt.NDArray[Any]
+_NO_ROWS: Final[BoolArray] = np.zeros(0, dtype=np.bool_)
 Compute = Callable[[Hashable, "Int64Array | None", int], AnyArray]
 ComputeRow = Callable[[Hashable, int], int]
 _SCALAR_PATCH: Final = 8
 """Up to this many changed rows are patched one by one in Python; more go through NumPy."""
+
+
+class CachedResult:
+    """One pod shape's whole-table result, as of change-log ``position``, for rows ``0..size-1``.
+
+    With ``ShapeCache(value_range=k)`` (integer results in ``0..k-1``) it also keeps how many rows hold each
+    value and which rows hold 0, so that a Filter (0: the node passes) answers "does any node fail?" without
+    a pass over the table and its per-call mask with a single ``take``.
+    """
+
+    __slots__ = ("_present", "counts", "is_zero", "position", "size", "values")
+
+    def __init__(self, values: AnyArray, position: int, size: int, value_range: int) -> None:
+        self.values = values
+        self.position = position
+        self.size = size
+        self.counts: list[int] = []
+        """How many rows hold each value (empty without a value range)."""
+        self.is_zero: BoolArray = _NO_ROWS
+        """Per row: the value is 0 (empty without a value range)."""
+        self._present: list[int] | None = None
+        if value_range:
+            self.counts = np.bincount(values, minlength=value_range).tolist()
+            self.is_zero = values == 0
+
+    def present(self) -> list[int]:
+        """The values some row holds, ascending."""
+        if self._present is None:
+            self._present = [value for value, count in enumerate(self.counts) if count]
+        return self._present
 
 
 class ShapeCache:
@@ -317,43 +391,69 @@ class ShapeCache:
     changed (usually one: where the previous pod went) need recomputing. ``compute(key, rows, size)`` gives
     the result for ``rows`` (None: rows ``0..size-1``) with NumPy, ``compute_row(key, row)`` for one row from
     its ``RowData``; both are exact, the cache only avoids recomputing.
+
+    With ``value_range=k`` the results are integers in ``0..k-1`` and each entry also keeps how many rows
+    hold each value, so a caller can tell without a pass over the table, e.g., that no row fails a filter.
     """
 
     def __init__(
-        self, compute: Compute, compute_row: ComputeRow, columns: LoadColumns, max_shapes: int = 16
+        self,
+        compute: Compute,
+        compute_row: ComputeRow,
+        columns: LoadColumns,
+        max_shapes: int = 16,
+        value_range: int = 0,
     ) -> None:
         self._compute = compute
         self._compute_row = compute_row
         self._columns = columns
         self._max = max_shapes
-        self._entries: OrderedDict[Hashable, tuple[AnyArray, int, int]] = OrderedDict()
+        self._range = value_range
+        self._entries: OrderedDict[Hashable, CachedResult] = OrderedDict()
 
-    def get(self, key: Hashable, size: int) -> AnyArray:
+    def get(self, key: Hashable, size: int) -> CachedResult:
         cols = self._columns
-        position = cols.log_position
+        log, log_start = cols.log, cols.log_start
+        position = log_start + len(log)
         entry = self._entries.get(key)
-        if entry is not None and entry[2] == size:
-            result, since, _ = entry
-            changed = cols.changed_since(since)
-            if changed is not None and len(changed) <= size // 4:
-                if changed:
-                    unique = sorted({row for row in changed if row < size})
-                    if len(unique) <= _SCALAR_PATCH:
-                        compute_row = self._compute_row
-                        for row in unique:
-                            result[row] = compute_row(key, row)
-                    else:
-                        rows = np.fromiter(unique, dtype=np.int64, count=len(unique))
-                        result[rows] = self._compute(key, rows, size)
-                self._entries[key] = (result, position, size)
+        if entry is not None and entry.size == size:
+            since = entry.position
+            if since == position:
                 self._entries.move_to_end(key)
-                return result
-        result = self._compute(key, None, size)
-        self._entries[key] = (result, position, size)
+                return entry
+            if since >= log_start and position - since <= size // 4:
+                self._patch(key, entry, {row for row in log[since - log_start :] if row < size})
+                entry.position = position
+                self._entries.move_to_end(key)
+                return entry
+        entry = CachedResult(self._compute(key, None, size), position, size, self._range)
+        self._entries[key] = entry
         self._entries.move_to_end(key)
         while len(self._entries) > self._max:
             self._entries.popitem(last=False)
-        return result
+        return entry
+
+    def _patch(self, key: Hashable, entry: CachedResult, changed: set[int]) -> None:
+        values = entry.values
+        if len(changed) > _SCALAR_PATCH:
+            rows = np.fromiter(changed, dtype=np.int64, count=len(changed))
+            values[rows] = self._compute(key, rows, entry.size)
+            if self._range:
+                entry.counts = np.bincount(values, minlength=self._range).tolist()
+                entry.is_zero[rows] = values[rows] == 0
+                entry._present = None
+            return
+        compute_row = self._compute_row
+        for row in changed:
+            value = compute_row(key, row)
+            if self._range:
+                old = int(values[row])
+                if old != value:
+                    entry.counts[old] -= 1
+                    entry.counts[value] += 1
+                    entry.is_zero[row] = value == 0
+                    entry._present = None
+            values[row] = value
 
     def clear(self) -> None:
         self._entries.clear()

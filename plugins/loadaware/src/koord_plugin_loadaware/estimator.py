@@ -18,7 +18,7 @@ import json
 import logging
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from importlib import metadata
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
@@ -91,6 +91,12 @@ class Estimator(abc.ABC):
     @abc.abstractmethod
     def estimate_node(self, node: NodeRecord) -> dict[str, int]: ...
 
+    def estimate_key(self, pod: PodInfo) -> Hashable | None:
+        """A key such that pods with equal keys get equal ``estimate_pod`` results, or None (the default)
+        when the estimator cannot say. The plugin then reuses one pod's estimate for the next pods of the
+        same key instead of estimating every pod (replicas of a workload share their estimate)."""
+        return None
+
 
 class DefaultEstimator(Estimator):
     """Koordinator's ``defaultEstimator``: scaling factor x max(request, limit), clamped to the limit."""
@@ -108,6 +114,16 @@ class DefaultEstimator(Estimator):
             if custom:
                 return {**self._factors, **custom}
         return self._factors
+
+    def estimate_key(self, pod: PodInfo) -> Hashable | None:
+        """Everything ``estimate_pod`` reads: the priority class, requests, limits and, when allowed, the
+        scaling-factor annotation. None for subclasses, which may read more (they can override this)."""
+        if type(self) is not DefaultEstimator:
+            return None
+        custom = None
+        if self.args.allow_customize_estimation:
+            custom = pod.annotations.get(ANNOTATION_LOAD_ESTIMATED_SCALING_FACTORS)
+        return (pod.priority_class, custom, tuple(pod.requests.items()), tuple(pod.limits.items()))
 
     def estimate_pod(self, pod: PodInfo) -> dict[str, int]:
         priority_class = pod.priority_class

@@ -17,8 +17,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from koord_framework.api.objects import PodInfo
-from koord_framework.cluster.clock import parse_time
+from koord_framework.api.objects import PodInfo, condition_times
 from koord_framework.cluster.informer import SharedInformer
 from koord_framework.scheduler.nodeinfo import NodeInfo
 from koord_plugin_loadaware.args import LoadAwareSchedulingArgs
@@ -51,22 +50,9 @@ def same_for_estimation(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
 
 
 def same_spec_but_node(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
-    if len(old.keys() - {"nodeName"}) != len(new.keys() - {"nodeName"}):
-        return False
-    return all(new.get(k) == v for k, v in old.items() if k != "nodeName")
-
-
-def condition_times(status: Mapping[str, Any]) -> tuple[float | None, float | None]:
-    """lastTransitionTime of the True PodScheduled and Initialized conditions (as ``PodInfo`` reads them)."""
-    scheduled = initialized = None
-    for cond in status.get("conditions") or ():
-        if cond.get("status") != "True":
-            continue
-        if cond.get("type") == "PodScheduled":
-            scheduled = parse_time(cond.get("lastTransitionTime"))
-        elif cond.get("type") == "Initialized":
-            initialized = parse_time(cond.get("lastTransitionTime"))
-    return scheduled, initialized
+    """The two specs are equal but for ``nodeName`` (same keys, equal values)."""
+    # Two shallow copies and one comparison in C cost a third of a Python loop over the keys.
+    return {**old, "nodeName": None} == {**new, "nodeName": None}
 
 
 class ClusterFeed:
@@ -101,8 +87,16 @@ class ClusterFeed:
         Node events arrive before the cycle's snapshot shows them (and, against a real cluster, from another
         thread): such a node stays pending, and is rewritten again, until the snapshot has the version the
         event announced."""
-        if not self.node_pending and not self.dirty:
+        if self.node_pending:
+            self._mark_pending_nodes(node_info)
+        if not self.dirty:
             return []
+        names = list(self.dirty)
+        self.dirty.clear()
+        return names
+
+    def _mark_pending_nodes(self, node_info: Callable[[str], NodeInfo | None]) -> None:
+        """Mark every pending node dirty; forget those the snapshot has caught up with."""
         for name, version in list(self.node_pending.items()):
             info = node_info(name)
             if version is None:
@@ -112,9 +106,6 @@ class ClusterFeed:
             if caught_up:
                 del self.node_pending[name]
             self.dirty.add(name)
-        names = list(self.dirty)
-        self.dirty.clear()
-        return names
 
     # --- NodeMetric -----------------------------------------------------------------------------------
     def on_metric(self, obj: Mapping[str, Any]) -> None:
@@ -145,13 +136,16 @@ class ClusterFeed:
             self.cache.on_pod_add(pod)
 
     def on_pod_update(self, old: Mapping[str, Any] | None, obj: Mapping[str, Any]) -> None:
-        if old is not None and same_for_estimation(old, obj):
-            return  # Koordinator re-assigns only on spec or condition changes; skip the parse too
         spec = obj.get("spec") or {}
+        node = str(spec.get("nodeName") or "")
+        old_spec: Mapping[str, Any] = (old.get("spec") or {}) if old is not None else {}
+        old_node = str(old_spec.get("nodeName") or "")
+        just_bound = old is not None and bool(node) and not old_node
+        # A pod that has just got its node differs in spec.nodeName, so only other updates can be no-ops.
+        if old is not None and not just_bound and same_for_estimation(old, obj):
+            return  # Koordinator re-assigns only on spec or condition changes; skip the parse too
         status = obj.get("status") or {}
         meta = obj.get("metadata") or {}
-        node = str(spec.get("nodeName") or "")
-        old_node = str(((old or {}).get("spec") or {}).get("nodeName") or "")
         uid = str(meta.get("uid") or "")
         if node and status.get("phase") in _TERMINAL:
             with self.lock:
@@ -159,7 +153,7 @@ class ClusterFeed:
                 if old_node and old_node != node:
                     self.cache.unassign(old_node, uid)
             return
-        if old is not None and node and not old_node and same_spec_but_node(old.get("spec") or {}, spec):
+        if just_bound and same_spec_but_node(old_spec, spec):
             # The common case: a pod this scheduler reserved has just been bound.
             scheduled, initialized = condition_times(status)
             labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}

@@ -13,7 +13,7 @@ date by events). The conformance tests hold the two to identical results.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Final
 
@@ -42,7 +42,7 @@ from koord_framework.scheduler.status import MAX_NODE_SCORE, Status
 from koord_framework.scheduler.table import BoolArray, Int64Array, NodeTable
 from koord_plugin_loadaware.args import LoadAwareSchedulingArgs
 from koord_plugin_loadaware.assign_cache import AssignCache, NodeLoad
-from koord_plugin_loadaware.columns import LoadColumns, NodeView, ShapeCache
+from koord_plugin_loadaware.columns import CachedResult, LoadColumns, NodeView, ShapeCache
 from koord_plugin_loadaware.estimator import Estimator, go_round, load_estimator
 from koord_plugin_loadaware.feed import ClusterFeed
 from koord_plugin_loadaware.metrics import LoadAwareMetrics, Reason, weak_call
@@ -60,6 +60,8 @@ __all__ = [
 
 NAME: Final = "LoadAwareScheduling"
 STATE_KEY: Final = "IncomingPodEstimated" + NAME
+_INCOMING_MEMO_SIZE: Final = 4096
+"""Distinct pod estimates remembered (a workload has a few shapes; the bound keeps odd ones in check)."""
 ERR_NODE_METRIC_EXPIRED: Final = "node(s) nodeMetric expired"
 ERR_USAGE_EXCEED_THRESHOLD: Final = "node(s) {} usage exceed threshold"
 ERR_AGGREGATED_USAGE_EXCEED_THRESHOLD: Final = "node(s) {} aggregated usage exceed threshold"
@@ -67,13 +69,21 @@ ERR_AGGREGATED_USAGE_EXCEED_THRESHOLD: Final = "node(s) {} aggregated usage exce
 
 @dataclass(frozen=True, slots=True)
 class IncomingPod:
-    """What PreFilter works out once per pod: its estimate and how it is judged."""
+    """What PreFilter works out once per pod: its estimate and how it is judged.
+
+    Shared by every pod the estimator gives the same key (see ``Estimator.estimate_key``): it is immutable,
+    and ``estimated`` is only ever copied.
+    """
 
     estimated: Vec
     shape: tuple[int, ...]
     """The estimate as a hashable key: pods of one shape share the vectorised results."""
     prod: bool
     daemonset: bool
+    filter_key: tuple[tuple[int, ...], bool]
+    """The key of this pod's cached Filter verdicts: (shape, judged as prod)."""
+    score_key: tuple[tuple[int, ...], bool]
+    """The key of this pod's cached scores: (shape, scored by prod usage)."""
 
     def clone(self) -> IncomingPod:
         return self  # immutable
@@ -81,7 +91,8 @@ class IncomingPod:
 
 def is_daemonset_pod(pod: PodInfo) -> bool:
     """DaemonSet pods must run on their node whatever its load (any owner reference of kind DaemonSet)."""
-    return any(ref.kind == "DaemonSet" for ref in pod.owner_refs)
+    # Most pods have no owner reference: skip building the generator then.
+    return bool(pod.owner_refs) and any(ref.kind == "DaemonSet" for ref in pod.owner_refs)
 
 
 def least_used_score(used: int, capacity: int) -> int:
@@ -139,8 +150,18 @@ class LoadAwareScheduling(
             (score_agg[0], round(score_agg[1] * 1e9)) if score_agg is not None else None
         )
         self.columns = LoadColumns(len(self.vectorizer), parsed.node_metric_expiration_seconds)
-        self._filter_cache = ShapeCache(self._filter_codes, self._filter_code_of_row, self.columns)
+        resources = len(self.vectorizer)
+        self._filter_cache = ShapeCache(
+            self._filter_codes, self._filter_code_of_row, self.columns, value_range=2 + 2 * resources
+        )
         self._score_cache = ShapeCache(self._scores, self._score_of_row, self.columns)
+        # Per reason code (see _PASS): the Filter status and the rejection counter's labels.
+        self._code_statuses = [self._status_of_code(code) for code in range(2 + 2 * resources)]
+        self._code_labels: list[tuple[str, str]] = [("", ""), (Reason.NODE_METRIC_EXPIRED, "")]
+        self._code_labels += [(Reason.USAGE, name) for name in self.vectorizer.names]
+        self._code_labels += [(Reason.AGGREGATED_USAGE, name) for name in self.vectorizer.names]
+        self._incoming_memo: dict[Hashable, IncomingPod] = {}
+        self._now = handle.clock.now
         self._no_node = NodeView(
             self.vectorizer.empty(), self.vectorizer.empty(), self.vectorizer.empty(), None, 0
         )
@@ -183,9 +204,21 @@ class LoadAwareScheduling(
         self._node_views[record.name] = (record, view, profile)
         return view, profile
 
+    def _stale(self, size: int) -> bool:
+        """Whether ``_sync`` has anything to do: the table grew, or some node's row must be rewritten.
+
+        False is the usual answer for all but the first call of a cycle. Reading the two collections without
+        the lock is safe: an event that lands just after this check is taken by the next sync, exactly as if
+        it had arrived after this call.
+        """
+        feed = self.feed
+        return size > self._bound_rows or bool(feed.dirty) or bool(feed.node_pending)
+
     def _sync(self, table: NodeTable | None = None) -> None:
         """Bring the columns up to date: rows the table gained, and nodes something happened to."""
         table = table if table is not None else self.handle.table
+        if not self._stale(table.size):
+            return
         with self._lock:
             if table.size > self._bound_rows:
                 self.columns.ensure(table.size)
@@ -202,6 +235,7 @@ class LoadAwareScheduling(
                     continue
                 view, _ = self._node_view(info.node)
                 self.columns.write(row, view, self.cache.get(name), self.score_aggregation)
+            self.columns.trim_log()
 
     def _expired(self, metric: MetricReport, now: float) -> bool:
         """Koordinator's ``isNodeMetricExpired``."""
@@ -216,14 +250,34 @@ class LoadAwareScheduling(
         found = state.get(STATE_KEY)
         if isinstance(found, IncomingPod):
             return found
+        incoming = self._estimate_incoming(pod)
+        state.write(STATE_KEY, incoming)
+        return incoming
+
+    def _estimate_incoming(self, pod: PodInfo) -> IncomingPod:
+        """The pod's ``IncomingPod``, shared with earlier pods the estimator says estimate the same."""
+        prod = pod.priority_class is PriorityClass.PROD
+        daemonset = is_daemonset_pod(pod)
+        key = self.estimator.estimate_key(pod)
+        memo_key = (key, prod, daemonset) if key is not None else None
+        if memo_key is not None:
+            found = self._incoming_memo.get(memo_key)
+            if found is not None:
+                return found
         vec = self.vectorizer.to_vec(self.estimator.estimate_pod(pod))
+        shape = tuple(vec)
         incoming = IncomingPod(
             vec,
-            tuple(vec),
-            pod.priority_class is PriorityClass.PROD,
-            is_daemonset_pod(pod),
+            shape,
+            prod,
+            daemonset,
+            filter_key=(shape, prod),
+            score_key=(shape, self.la_args.score_according_prod_usage and prod),
         )
-        state.write(STATE_KEY, incoming)
+        if memo_key is not None:
+            if len(self._incoming_memo) >= _INCOMING_MEMO_SIZE:
+                self._incoming_memo.clear()
+            self._incoming_memo[memo_key] = incoming
         return incoming
 
     def pre_filter(
@@ -307,13 +361,14 @@ class LoadAwareScheduling(
             if not self.columns.gated_rows:  # no node has a threshold (Koordinator's shipped profile)
                 return np.ones(n, dtype=np.bool_)
         size = self._prepare(table)
-        codes = self._filter_cache.get((incoming.shape, incoming.prod), size).take(rows)
-        failed = codes != self._PASS
-        if not failed.any():
+        verdicts = self._filter_cache.get(incoming.filter_key, size)
+        if verdicts.counts[self._PASS] == size:  # no node rejects this pod shape
             return np.ones(n, dtype=np.bool_)
-        self._count_rejections(codes[failed])
-        out: BoolArray = ~failed
-        return out
+        passed: BoolArray = verdicts.is_zero.take(rows)
+        rejected = n - int(np.count_nonzero(passed))
+        if rejected:
+            self._count_rejections(verdicts, rows, passed, rejected)
+        return passed
 
     def filter_statuses(
         self, state: CycleState, pod: PodInfo, table: NodeTable, rows: Int64Array
@@ -326,8 +381,19 @@ class LoadAwareScheduling(
         """
         incoming = self.incoming(state, pod)
         size = self._prepare(table)
-        codes = self._filter_cache.get((incoming.shape, incoming.prod), size).take(rows)
-        return CodedStatuses.from_codes(codes, self._status_of_code)
+        codes = self._filter_cache.get(incoming.filter_key, size).values.take(rows)
+        if codes.size == 0:
+            return CodedStatuses.from_codes(codes, self._status_of_code)
+        # What CodedStatuses.from_codes gives (distinct codes in ascending order, each row's index among
+        # them), from a count per code instead of np.unique's sort: there are only 2 + 2R codes.
+        present: list[int] = np.flatnonzero(np.bincount(codes, minlength=len(self._code_statuses))).tolist()
+        if len(present) == 1:
+            ids: Int64Array = np.zeros(codes.size, dtype=np.int64)
+        else:
+            index = np.zeros(len(self._code_statuses), dtype=np.int64)
+            index[present] = np.arange(len(present), dtype=np.int64)
+            ids = index.take(codes)
+        return CodedStatuses(ids, [self._code_statuses[code] for code in present])
 
     def _status_of_code(self, code: int) -> Status:
         if code == self._PASS:
@@ -344,17 +410,21 @@ class LoadAwareScheduling(
 
     def _prepare(self, table: NodeTable) -> int:
         """Columns and expiry brought up to date for this call; returns the table size."""
-        self._sync(table)
         size = table.size
-        with self._lock:
-            self.columns.refresh_expiry(self.handle.clock.now(), size)
-            self.columns.trim_log()
+        if self._stale(size):
+            self._sync(table)
+        now = self._now()
+        if not self.columns.expiry_current(now):
+            with self._lock:
+                self.columns.refresh_expiry(now, size)
+                self.columns.trim_log()
         return size
 
     def _filter_codes(self, key: Any, rows: Int64Array | None, size: int) -> Int64Array:
         """Filter's verdict for ``rows`` (None: all rows) and one pod shape ``(estimate, prod)``."""
         estimate, prod = key
         c = self.columns
+        c.flush()
 
         def pick(column: Any) -> Any:
             return column[:size] if rows is None else column.take(rows)
@@ -405,13 +475,26 @@ class LoadAwareScheduling(
                 return offset + r
         return self._PASS
 
-    def _count_rejections(self, codes: Int64Array) -> None:
-        resources = len(self.vectorizer)
-        counts = np.bincount(codes, minlength=2 + 2 * resources)
-        self.metrics.rejected(Reason.NODE_METRIC_EXPIRED, count=int(counts[self._EXPIRED]))
-        for r, name in enumerate(self.vectorizer.names):
-            self.metrics.rejected(Reason.USAGE, name, int(counts[2 + r]))
-            self.metrics.rejected(Reason.AGGREGATED_USAGE, name, int(counts[2 + resources + r]))
+    def _count_rejections(
+        self, verdicts: CachedResult, rows: Int64Array, passed: BoolArray, rejected: int
+    ) -> None:
+        """Add the ``rejected`` rows of this call to the rejection counter, by reason code.
+
+        When a single reason occurs anywhere in the table (the usual case), every rejected row has it and
+        there is nothing to count row by row.
+        """
+        reasons = verdicts.present()
+        if reasons[0] == self._PASS:
+            reasons = reasons[1:]
+        if len(reasons) == 1:
+            reason, resource = self._code_labels[reasons[0]]
+            self.metrics.rejected(reason, resource, rejected)
+            return
+        codes = verdicts.values.take(rows)[~passed]
+        per_code = np.bincount(codes, minlength=len(verdicts.counts)).tolist()
+        for code in reasons:
+            reason, resource = self._code_labels[code]
+            self.metrics.rejected(reason, resource, per_code[code])
 
     # --- Score --------------------------------------------------------------------------------------------
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> tuple[int, Status]:
@@ -453,8 +536,7 @@ class LoadAwareScheduling(
             return np.zeros(n, dtype=np.int64)
         incoming = self.incoming(state, pod)
         size = self._prepare(table)
-        prod_pod = self.la_args.score_according_prod_usage and incoming.prod
-        out: Int64Array = self._score_cache.get((incoming.shape, prod_pod), size).take(rows)
+        out: Int64Array = self._score_cache.get(incoming.score_key, size).values.take(rows)
         return out
 
     def _scores(self, key: Any, rows: Int64Array | None, size: int) -> Int64Array:
@@ -463,6 +545,7 @@ class LoadAwareScheduling(
         weights = self.score_weights
         assert weights is not None
         c = self.columns
+        c.flush()
 
         def pick(column: Any) -> Any:
             return column[:size] if rows is None else column.take(rows)
