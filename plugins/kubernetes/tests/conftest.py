@@ -175,7 +175,7 @@ class World(Handle):
         for pl in self.filter_plugins:
             if pl.name in state.skip_filter:
                 continue
-            st = pl.filter(state, pod, node)
+            st: Status = pl.filter(state, pod, node)
             if not st.is_success:
                 return st.with_plugin(pl.name)
         return Status.success()
@@ -186,7 +186,7 @@ class World(Handle):
         for pl in self.filter_plugins:
             ext = pl.pre_filter_extensions() if hasattr(pl, "pre_filter_extensions") else None
             if ext is not None and pl.name not in state.skip_filter:
-                st = ext.add_pod(state, pod, to_add, node)
+                st: Status = ext.add_pod(state, pod, to_add, node)
                 if not st.is_success:
                     return st
         return Status.success()
@@ -197,7 +197,7 @@ class World(Handle):
         for pl in self.filter_plugins:
             ext = pl.pre_filter_extensions() if hasattr(pl, "pre_filter_extensions") else None
             if ext is not None and pl.name not in state.skip_filter:
-                st = ext.remove_pod(state, pod, to_remove, node)
+                st: Status = ext.remove_pod(state, pod, to_remove, node)
                 if not st.is_success:
                     return st
         return Status.success()
@@ -213,7 +213,7 @@ class World(Handle):
 
 
 def run_pre_filter(pl: Any, state: CycleState, p: PodInfo, world: World) -> Status:
-    _, st = pl.pre_filter(state, p, world.node_infos())
+    st: Status = pl.pre_filter(state, p, world.node_infos())[1]
     if st.is_skip:
         state.skip_filter.add(pl.name)
     return st

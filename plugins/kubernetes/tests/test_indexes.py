@@ -270,14 +270,12 @@ def test_whole_table_caches_agree_with_direct_evaluation(seed: int) -> None:
             balanced.pre_score(state, pod, snap.node_list)
             req = fit._request(state, pod)
             assert fit.filter_all(state, pod, table, rows).tolist() == fit._fits(table, rows, req).tolist()
-            requests = fit._pod_requests(state, pod)
-            assert (
-                fit.score_all(state, pod, table, rows).tolist() == fit._scores(table, rows, requests).tolist()
-            )
-            b_requests = balanced._pod_requests(state, pod)
-            if b_requests is not None:
+            shape = fit._score_shape(state, pod)
+            assert fit.score_all(state, pod, table, rows).tolist() == fit._scores(table, rows, shape).tolist()
+            b_shape = balanced._score_shape(state, pod)
+            if b_shape is not None:
                 got = balanced.score_all(state, pod, table, rows).tolist()
-                assert got == balanced._scores(table, rows, b_requests).tolist()
+                assert got == balanced._scores(table, rows, b_shape).tolist()
             lowest = preemption._lowest_priorities(snap.node_list)
             assert lowest == [
                 min((p.priority_value for p in ni.pods.values()), default=2**63 - 1) for ni in snap.node_list
@@ -302,7 +300,7 @@ def test_filter_statuses_equal_filter_node_by_node(seed: int) -> None:
             mask = np.asarray(plugin.filter_all(state, pod, snap.table, snap.rows))
             rejected = snap.rows[~mask]
             bulk = plugin.filter_statuses(state, pod, snap.table, rejected)
-            per_node = [plugin.filter(state, pod, snap.by_row[r]) for r in rejected.tolist()]  # type: ignore[attr-defined]
+            per_node = [plugin.filter(state, pod, snap.by_row[r]) for r in rejected.tolist()]
             assert [(s.code, s.reasons) for s in bulk] == [(s.code, s.reasons) for s in per_node]
             checked += len(bulk)
     assert checked > 0

@@ -16,14 +16,22 @@ _CACHES: weakref.WeakKeyDictionary[Handle, ClusterCache] = weakref.WeakKeyDictio
 
 
 def cluster_cache(handle: Handle) -> ClusterCache:
+    last = _LAST[0]
+    if last is not None and last._handle is handle:  # several lookups per scheduling cycle
+        return last
     try:
         cache = _CACHES.get(handle)
         if cache is None:
             cache = ClusterCache(handle)
             _CACHES[handle] = cache
+        _LAST[0] = cache
         return cache
     except TypeError:
         return ClusterCache(handle)
+
+
+_LAST: list[ClusterCache | None] = [None]
+"""The cache last asked for, checked by identity before the weak dictionary."""
 
 
 def _key(obj: Obj) -> tuple[str, str]:
@@ -35,6 +43,9 @@ class ClusterCache:
     def __init__(self, handle: Handle) -> None:
         self._handle = handle
         self._stores: dict[str, dict[str, dict[str, Obj]]] = {}
+        self.version = 0
+        """Bumped whenever any kind's store changes: what plugins derive from the objects is valid while it
+        stays the same."""
 
     def _store(self, kind: str) -> dict[str, dict[str, Obj]]:
         store = self._stores.get(kind)
@@ -42,6 +53,7 @@ class ClusterCache:
             return store
         store = {}
         self._stores[kind] = store
+        self.version += 1
         try:
             cluster = self._handle.cluster
             items, rv = cluster.list(kind)
@@ -54,8 +66,8 @@ class ClusterCache:
             pass
         return store
 
-    @staticmethod
-    def _on_event(store: dict[str, dict[str, Obj]], event: Any) -> None:
+    def _on_event(self, store: dict[str, dict[str, Obj]], event: Any) -> None:
+        self.version += 1
         ns, name = _key(event.obj or {})
         if event.type == "DELETED":
             store.get(ns, {}).pop(name, None)

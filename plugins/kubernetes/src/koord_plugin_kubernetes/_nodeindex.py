@@ -70,6 +70,10 @@ class NodeAttributeIndex:
         self.taint_sig_list: list[tuple[Taint, ...]] = [()]
         self.taint_sig: Int64Array = np.zeros(0, dtype=np.int64)
         self.unschedulable: BoolArray = np.zeros(0, dtype=np.bool_)
+        self.unschedulable_count = 0
+        """How many rows are cordoned: with none, NodeUnschedulable passes every row without looking."""
+        self.tainted_count = 0
+        """How many rows have taints (signature != 0): with none, TaintToleration needs no per-row work."""
 
     # --- maintenance ------------------------------------------------------------------------------------
     def _start(self) -> None:
@@ -112,6 +116,8 @@ class NodeAttributeIndex:
             if rec is not None:
                 self.taint_sig[row] = self._sig_of(rec.taints)
                 self.unschedulable[row] = rec.unschedulable
+        self.unschedulable_count = int(np.count_nonzero(self.unschedulable))
+        self.tainted_count = int(np.count_nonzero(self.taint_sig))
         self.epoch += 1
 
     def _sig_of(self, taints: tuple[Taint, ...]) -> int:
@@ -174,7 +180,10 @@ class NodeAttributeIndex:
         new_unsched = rec.unschedulable if rec is not None else False
         if old_labels == new_labels and old_taints == new_taints and old_unsched == new_unsched:
             return False
-        self.taint_sig[row] = self._sig_of(new_taints)
+        sig = self._sig_of(new_taints)
+        self.tainted_count += (sig != 0) - (int(self.taint_sig[row]) != 0)
+        self.taint_sig[row] = sig
+        self.unschedulable_count += int(new_unsched) - int(self.unschedulable[row])
         self.unschedulable[row] = new_unsched
         for key in set(old_labels) | set(new_labels):
             ov, nv = old_labels.get(key), new_labels.get(key)

@@ -7,6 +7,7 @@ import numpy as np
 from koord_framework.scheduler.framework import VectorNormalize
 from koord_framework.scheduler.interface import NodeScore
 from koord_framework.scheduler.table import Int64Array
+from koord_plugin_kubernetes._constant import filled
 
 __all__ = ["VectorNormalize", "default_normalize_array", "default_normalize_score"]
 
@@ -29,8 +30,10 @@ def default_normalize_score(max_priority: int, reverse: bool, scores: list[NodeS
 
 def default_normalize_array(max_priority: int, reverse: bool, scores: Int64Array) -> Int64Array:
     """``default_normalize_score`` over an array, element for element the same integers."""
-    top = int(scores.max()) if scores.size else 0
+    # All zeros is the common case (no taint, no preference anywhere): counting non-zeros is the cheapest
+    # reduction NumPy has, and then the maximum is 0 without computing it.
+    top = int(scores.max()) if np.count_nonzero(scores) else 0
     if top <= 0:
-        return np.full(scores.shape, max_priority, dtype=np.int64) if reverse else scores
+        return filled(scores.shape[0], max_priority) if reverse else scores
     value = (scores * max_priority) // top  # floor division, as Python's ``//`` in the per-node form
     return max_priority - value if reverse else value

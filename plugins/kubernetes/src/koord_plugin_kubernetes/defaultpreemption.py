@@ -37,6 +37,7 @@ from koord_framework.scheduler.interface import (
     CycleState,
     Handle,
     NodeInfo,
+    NodeTable,
     PostFilterPlugin,
     PostFilterResult,
     SchedulerPlugin,
@@ -58,8 +59,20 @@ _NOT_HELPFUL_STATUS = Status.unresolvable("Preemption is not helpful for schedul
 _INT64_MAX = 2**63 - 1
 
 
-def _lowest_priority(node: NodeInfo) -> int:
+def _lowest_priority(node: NodeInfo, _: object = None) -> int:
+    """The lowest priority among the node's pods (``_INT64_MAX`` for an empty node). The ignored argument
+    is the row cache's per-node one (``RowCache.take``)."""
     return min((p.priority_value for p in node.pods.values()), default=_INT64_MAX)
+
+
+def _lowest_priority_rows(
+    table: NodeTable, rows: Int64Array, by_row: Sequence[NodeInfo | None]
+) -> Int64Array:
+    """``_lowest_priority`` of every row (``_INT64_MAX`` for rows without a node)."""
+    return np.array(
+        [_lowest_priority(ni) if (ni := by_row[i]) is not None else _INT64_MAX for i in rows.tolist()],
+        dtype=np.int64,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,7 +209,7 @@ class DefaultPreemption(SchedulerPlugin, PostFilterPlugin):
     name = "DefaultPreemption"
     Args = DefaultPreemptionArgs
 
-    def __init__(self, args: DefaultPreemptionArgs, handle: Handle, *, seed: int = 0) -> None:  # type: ignore[override]
+    def __init__(self, args: DefaultPreemptionArgs, handle: Handle, *, seed: int = 0) -> None:
         super().__init__(args, handle)
         self.min_pct = args.min_candidate_nodes_percentage
         self.min_abs = args.min_candidate_nodes_absolute
@@ -341,29 +354,20 @@ class DefaultPreemption(SchedulerPlugin, PostFilterPlugin):
         rows = snap.rows
         codes = filtered.codes(rows)
         unresolvable = codes == int(Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
-        missing = codes < 0
-        if missing.any() and len(filtered):  # a node absent from a non-empty map was excluded by PreFilter
-            unresolvable |= missing
+        if len(filtered):  # a node absent from a non-empty map was excluded by PreFilter
+            unresolvable |= codes < 0
         potential = rows[~unresolvable]
         n_potential = int(potential.shape[0])
         if n_potential:
             lowest = self._lowest_of_rows(cache, snap, potential)
-            if bool((lowest < pod.priority_value).any()):
+            if int(np.minimum.reduce(lowest)) < pod.priority_value:
                 return None
             self.offset_and_num_candidates(n_potential)  # the same random draw as the dry run would make
-        counts = [(_NOT_HELPFUL_STATUS, num_nodes - n_potential), (_NO_VICTIMS_STATUS, n_potential)]
-        return _fit_error_counts(num_nodes, [(st, n) for st, n in counts if n])
+        return _hopeless_message(num_nodes, n_potential)
 
     def _lowest_of_rows(self, cache: Any, snap: Any, rows: Int64Array) -> Int64Array:
-        by_row = snap.by_row
         found: Int64Array = cache.take(
-            "lowest-priority",
-            rows,
-            lambda r: np.array(
-                [_lowest_priority(by_row[i]) if by_row[i] is not None else _INT64_MAX for i in r.tolist()],
-                dtype=np.int64,
-            ),
-            _lowest_priority,
+            "lowest-priority", rows, _lowest_priority_rows, _lowest_priority, snap.by_row
         )
         return found
 
@@ -390,15 +394,18 @@ class DefaultPreemption(SchedulerPlugin, PostFilterPlugin):
     def preempt(
         self, state: CycleState, pod: PodInfo, filtered: Mapping[str, Status]
     ) -> tuple[PostFilterResult | None, Status]:
-        eligible, reason = self.pod_eligible_to_preempt_others(pod, filtered.get(pod.nominated_node))
+        # Only a nominated pod's status matters; a miss in the framework's lazy map is not free.
+        nominated_status = filtered.get(pod.nominated_node) if pod.nominated_node else None
+        eligible, reason = self.pod_eligible_to_preempt_others(pod, nominated_status)
         if not eligible:
             return None, Status.unschedulable(reason)
-        all_nodes = list(self.handle.node_infos())
-        if not all_nodes:
+        nodes = self.handle.node_infos()
+        if not nodes:
             return None, Status.as_error("no nodes available")
-        hopeless = self._hopeless(pod, filtered, len(all_nodes))
+        hopeless = self._hopeless(pod, filtered, len(nodes))
         if hopeless is not None:
             return None, Status.unschedulable(hopeless)
+        all_nodes = list(nodes)
         potential: list[NodeInfo] = []
         statuses: dict[str, Status] = {}
         for info in all_nodes:
@@ -506,6 +513,23 @@ class DefaultPreemption(SchedulerPlugin, PostFilterPlugin):
                 )
             except ClusterError:
                 continue
+
+
+def _hopeless_message(num_nodes: int, n_potential: int) -> str:
+    """The fit error of ``_hopeless``; pods keep failing the same way, so the text is built once per
+    (nodes, nodes without victims)."""
+    key = (num_nodes, n_potential)
+    found = _HOPELESS_MESSAGES.get(key)
+    if found is None:
+        counts = [(_NOT_HELPFUL_STATUS, num_nodes - n_potential), (_NO_VICTIMS_STATUS, n_potential)]
+        found = _fit_error_counts(num_nodes, [(st, n) for st, n in counts if n])
+        if len(_HOPELESS_MESSAGES) >= 1024:
+            _HOPELESS_MESSAGES.clear()
+        _HOPELESS_MESSAGES[key] = found
+    return found
+
+
+_HOPELESS_MESSAGES: dict[tuple[int, int], str] = {}
 
 
 def _fit_error(num_nodes: int, statuses: Mapping[str, Status]) -> str:

@@ -171,6 +171,14 @@ def _has_pod_affinity(pod: PodInfo) -> bool:
     return bool(aff.get("podAffinity") or aff.get("podAntiAffinity"))
 
 
+def _any_required_anti(snap: Any, nodes: Sequence[NodeInfo]) -> bool:
+    """Whether any node of ``nodes`` holds a pod with required anti-affinity; O(1) for the snapshot's own
+    node list, whose list of such nodes is kept up to date as pods come and go."""
+    if snap is not None and nodes is snap.node_list:
+        return bool(snap.have_pods_with_required_anti_affinity())
+    return any(ni.pods_with_required_anti_affinity for ni in nodes)
+
+
 def _matches_all(terms: Sequence[AffinityTerm], pod: PodInfo) -> bool:
     return bool(terms) and all(t.matches(pod, None) for t in terms)
 
@@ -446,7 +454,7 @@ class InterPodAffinity(
     name = "InterPodAffinity"
     Args = InterPodAffinityArgs
 
-    def __init__(self, args: InterPodAffinityArgs, handle: Handle) -> None:  # type: ignore[override]
+    def __init__(self, args: InterPodAffinityArgs, handle: Handle) -> None:
         super().__init__(args, handle)
         self.hard_weight = args.hard_pod_affinity_weight
         self.ignore_existing_preferred = args.ignore_preferred_terms_of_existing_pods
@@ -482,12 +490,17 @@ class InterPodAffinity(
     def pre_filter(
         self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]
     ) -> tuple[PreFilterResult | None, Status]:
+        snap = snapshot_of(self.handle)
+        has_affinity = _has_pod_affinity(pod)
+        if not has_affinity and not _any_required_anti(snap, nodes):
+            # Nothing can count: kube-scheduler's Skip (no existing anti-affinity match, no own terms),
+            # decided without building the state.
+            return None, Status.skip()
         try:
-            terms = self._incoming_terms(pod) if _has_pod_affinity(pod) else _NO_TERMS
+            terms = self._incoming_terms(pod) if has_affinity else _NO_TERMS
         except SelectorError as err:
             return None, Status.unresolvable(f"parsing pod: {err}")
         s = PreFilterState(terms, self._namespace_labels(pod.namespace))
-        snap = snapshot_of(self.handle)
         if snap is not None and nodes is snap.node_list:
             self._pre_filter_indexed(s, pod, snap)
         else:
@@ -627,19 +640,24 @@ class InterPodAffinity(
 
     # --- PreScore / Score -------------------------------------------------------------------------------
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status:
-        aff = pod.affinity or {}
-        pref = "preferredDuringSchedulingIgnoredDuringExecution"
-        has_constraints = bool((aff.get("podAffinity") or {}).get(pref)) or bool(
-            (aff.get("podAntiAffinity") or {}).get(pref)
-        )
+        has_affinity = _has_pod_affinity(pod)
+        has_constraints = False
+        if has_affinity:
+            aff = pod.affinity or {}
+            has_constraints = bool((aff.get("podAffinity") or {}).get(_PREFERRED)) or bool(
+                (aff.get("podAntiAffinity") or {}).get(_PREFERRED)
+            )
         if self.ignore_existing_preferred and not has_constraints:
             return Status.skip()
+        snap = snapshot_of(self.handle)
+        if snap is not None and not has_affinity and not snap.have_pods_with_affinity():
+            # No term anywhere to score with: kube-scheduler ends with an empty score map, hence Skip.
+            return Status.skip()
         try:
-            terms = self._incoming_terms(pod) if _has_pod_affinity(pod) else _NO_TERMS
+            terms = self._incoming_terms(pod) if has_affinity else _NO_TERMS
         except SelectorError as err:
             return Status.as_error(f"failed to parse pod: {err}")
         ns_labels = self._namespace_labels(pod.namespace)
-        snap = snapshot_of(self.handle)
         if snap is not None:
             scores = self._pre_score_indexed(pod, terms, ns_labels, snap)
         else:

@@ -111,7 +111,7 @@ class NodeAffinity(
     name = "NodeAffinity"
     Args = NodeAffinityArgs
 
-    def __init__(self, args: NodeAffinityArgs, handle: Handle) -> None:  # type: ignore[override]
+    def __init__(self, args: NodeAffinityArgs, handle: Handle) -> None:
         super().__init__(args, handle)
         added = args.added_affinity or {}
         required = added.get("requiredDuringSchedulingIgnoredDuringExecution")

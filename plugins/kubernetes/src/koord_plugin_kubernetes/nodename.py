@@ -18,6 +18,7 @@ from koord_framework.scheduler.interface import (
 )
 from koord_framework.scheduler.status import Status
 from koord_framework.scheduler.table import BoolArray, Int64Array
+from koord_plugin_kubernetes._constant import all_pass
 
 ERR_REASON = "node(s) didn't match the requested node name"
 _MISMATCH = Status.unresolvable(ERR_REASON)
@@ -34,7 +35,7 @@ class NodeName(SchedulerPlugin, FilterPlugin, VectorFilter, VectorFilterStatuses
 
     def filter_all(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: Int64Array) -> BoolArray:
         if not pod.node_name:
-            return np.ones(rows.shape[0], dtype=np.bool_)
+            return all_pass(rows.shape[0])
         same: BoolArray = rows == table.index.get(pod.node_name, -1)
         return same
 

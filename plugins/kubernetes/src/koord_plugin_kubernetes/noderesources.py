@@ -12,8 +12,9 @@ Both plugins have vectorised forms over the ``NodeTable`` that agree exactly wit
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 
@@ -72,6 +73,8 @@ class _FitRequest:
     """The resources Filter checks: the pod's requests on tracked names, in kube-scheduler's reason order."""
 
     checks: tuple[tuple[str, int], ...]
+    cache_key: str
+    """The row-cache key of these checks, a string: Python hashes a string once, a tuple on every lookup."""
 
     def clone(self) -> _FitRequest:
         return self
@@ -87,7 +90,7 @@ def _fit_request(pod: PodInfo, ignored: frozenset[str], ignored_groups: frozense
         if is_extended(name) and (name in ignored or name.split("/", 1)[0] in ignored_groups):
             continue
         checks.append((name, value))
-    return _FitRequest(tuple(checks))
+    return _FitRequest(tuple(checks), f"filter{checks!r}")
 
 
 def insufficient_resources(request: _FitRequest, node: NodeInfo) -> list[str]:
@@ -103,7 +106,78 @@ def insufficient_resources(request: _FitRequest, node: NodeInfo) -> list[str]:
     return reasons
 
 
+def _fits_node(node: NodeInfo, request: _FitRequest) -> bool:
+    """``not insufficient_resources(request, node)`` without building the reasons."""
+    alloc = node.allocatable
+    if len(node.pods) + 1 > alloc.get(PODS, 0):
+        return False
+    requested = node.requested
+    # A plain loop rather than all(): no generator on the path patched for every node a pod lands on.
+    for name, value in request.checks:  # noqa: SIM110
+        if value > alloc.get(name, 0) - requested.get(name, 0):
+            return False
+    return True
+
+
+T = TypeVar("T")
+
+
+class _RequestsMemo(Generic[T]):
+    """Values derived from a pod's requests (and from ``extra``, a hashable of what else they depend on).
+
+    Replicas share one ``requests`` dict (``PodInfo.from_manifest`` caches parsed resources by content, and
+    a parsed dict is never modified), so the dict's identity is looked up first; its content second. An
+    entry holds the dict it was made for, so its id cannot be reused by another dict meanwhile.
+    """
+
+    def __init__(self, build: Callable[[PodInfo, Any], T]) -> None:
+        self._build = build
+        self._by_identity: dict[int, tuple[dict[str, int], Any, T]] = {}
+        self._by_content: dict[tuple[Any, tuple[tuple[str, int], ...]], T] = {}
+
+    def get(self, pod: PodInfo, extra: Any) -> T:
+        requests = pod.requests
+        hit = self._by_identity.get(id(requests))
+        if hit is not None and hit[0] is requests and hit[1] == extra:
+            return hit[2]
+        key = (extra, tuple(requests.items()))
+        found = self._by_content.get(key)
+        if found is None:
+            if len(self._by_content) >= 1024:
+                self._by_content.clear()
+            found = self._by_content[key] = self._build(pod, extra)
+        if len(self._by_identity) >= 1024:
+            self._by_identity.clear()
+        self._by_identity[id(requests)] = (requests, extra, found)
+        return found
+
+
 # --- the scorers
+_NON_ZERO_CPU, _NON_ZERO_MEMORY, _REQUESTED = 0, 1, 2
+"""Where a scored resource's node-side amount comes from (``_ScoreShape.terms``)."""
+
+_Term = tuple[int, str, int, int]
+"""(source, resource name, the pod's request, weight)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _ScoreShape:
+    """A pod's requests as one scorer sees them.
+
+    ``requests`` has one entry per configured resource; ``terms`` keeps only the resources that can count on
+    some node (a scalar resource the pod does not request, or a name kube-scheduler does not track, never
+    does), with where the node's amount comes from. Pods with equal requests share one shape.
+    """
+
+    requests: tuple[int, ...]
+    terms: tuple[_Term, ...]
+    cache_key: str
+    """The row-cache key (a string, hashed once; see ``_FitRequest.cache_key``)."""
+
+    def clone(self) -> _ScoreShape:
+        return self
+
+
 class _AllocationScorer:
     """``resourceAllocationScorer``: per configured resource, (allocatable, requested) of a node, then a strategy."""  # noqa: E501
 
@@ -113,47 +187,61 @@ class _AllocationScorer:
         self.use_requested = use_requested
         self._scalar = [is_scalar(n) for n in self.names]
         self._weights = np.array(self.weights, dtype=np.int64).reshape(-1, 1)
+        self._shapes: _RequestsMemo[_ScoreShape] = _RequestsMemo(self._new_shape)
 
-    def pod_requests(self, pod: PodInfo) -> list[int]:
-        nz_cpu, nz_mem = non_zero_requests(pod) if not self.use_requested else (0, 0)
-        out: list[int] = []
-        for name in self.names:
-            if not self.use_requested and name == CPU:
-                out.append(nz_cpu)
-            elif not self.use_requested and name == MEMORY:
-                out.append(nz_mem)
+    def shape(self, pod: PodInfo) -> _ScoreShape:
+        """The pod's ``_ScoreShape`` (memoised: replicas ask again and again)."""
+        return self._shapes.get(pod, non_zero_requests(pod) if not self.use_requested else None)
+
+    def _new_shape(self, pod: PodInfo, nz: tuple[int, int] | None) -> _ScoreShape:
+        requests: list[int] = []
+        terms: list[_Term] = []
+        for name, scalar, weight in zip(self.names, self._scalar, self.weights, strict=True):
+            source = _REQUESTED
+            if nz is not None and name == CPU:
+                source, pod_req = _NON_ZERO_CPU, nz[0]
+            elif nz is not None and name == MEMORY:
+                source, pod_req = _NON_ZERO_MEMORY, nz[1]
             else:
-                out.append(pod.requests.get(name, 0))
-        return out
+                pod_req = pod.requests.get(name, 0)
+            requests.append(pod_req)
+            if (scalar and pod_req == 0) or not (scalar or name in _FIRST_RESOURCES):
+                continue
+            terms.append((source, name, pod_req, weight))
+        return _ScoreShape(tuple(requests), tuple(terms), f"score{requests!r}")
 
-    def node_values(self, node: NodeInfo, pod_requests: list[int]) -> tuple[list[int], list[int]]:
-        """(requested, allocatable) per resource; (0, 0) for a resource that is left out of the score."""
+    @staticmethod
+    def node_values(node: NodeInfo, terms: Sequence[_Term]) -> tuple[list[int], list[int], list[int]]:
+        """(requested, allocatable, weight) of the resources that count on this node, in configured order.
+
+        A resource counts when the node has a non-zero allocatable of it; the others are left out of the
+        score (kube-scheduler's (0, 0) pair, which every strategy skips).
+        """
         requested: list[int] = []
         allocatable: list[int] = []
+        weights: list[int] = []
         alloc = node.allocatable
-        for name, pod_req in zip(self.names, pod_requests, strict=True):
-            a, r = 0, 0
-            if pod_req == 0 and is_scalar(name):
-                pass
-            elif name == CPU:
-                a = alloc.get(CPU, 0)
-                r = (node.requested.get(CPU, 0) if self.use_requested else node.non_zero_cpu) + pod_req
-            elif name == MEMORY:
-                a = alloc.get(MEMORY, 0)
-                r = (node.requested.get(MEMORY, 0) if self.use_requested else node.non_zero_memory) + pod_req
-            elif name == EPHEMERAL_STORAGE or (is_scalar(name) and name in alloc):
-                a = alloc.get(name, 0)
-                r = node.requested.get(name, 0) + pod_req
+        node_requested = node.requested
+        for source, name, pod_req, weight in terms:
+            a = alloc.get(name, 0)
             if a == 0:
-                r = 0
+                continue
+            if source == _NON_ZERO_CPU:
+                r = node.non_zero_cpu + pod_req
+            elif source == _NON_ZERO_MEMORY:
+                r = node.non_zero_memory + pod_req
+            else:
+                r = node_requested.get(name, 0) + pod_req
             requested.append(r)
             allocatable.append(a)
-        return requested, allocatable
+            weights.append(weight)
+        return requested, allocatable, weights
 
     def table_matrix(
-        self, table: NodeTable, rows: Int64Array, pod_requests: list[int]
+        self, table: NodeTable, rows: Int64Array, pod_requests: Sequence[int]
     ) -> tuple[Int64Array, Int64Array]:
-        """``node_values`` of every row as two (resources × rows) matrices (requested, allocatable)."""
+        """``node_values`` of every row as two (resources × rows) matrices (requested, allocatable), with
+        zeros for the resources a row does not count."""
         n = rows.shape[0]
         cols: list[int] = []
         for name, pod_req, scalar in zip(self.names, pod_requests, self._scalar, strict=True):
@@ -225,14 +313,31 @@ def _balanced_matrix(requested: Int64Array, allocatable: Int64Array) -> Int64Arr
     return _balanced_array(list(requested), list(allocatable), n)
 
 
-def _least(requested: list[int], allocatable: list[int], weights: list[int]) -> int:
+def _least_node(node: NodeInfo, shape: _ScoreShape) -> int:
+    """LeastAllocated on one node: per counted resource ``(allocatable - requested) × 100 / allocatable``
+    (0 when over), weighted mean. One pass without building ``node_values``' lists: it is the default
+    strategy, patched into the row cache for every node a pod lands on."""
+    alloc = node.allocatable
+    node_requested = node.requested
     node_score = weight_sum = 0
-    for r, a, w in zip(requested, allocatable, weights, strict=True):
+    for source, name, pod_req, weight in shape.terms:
+        a = alloc.get(name, 0)
         if a == 0:
             continue
-        node_score += (0 if r > a else go_div((a - r) * MAX_NODE_SCORE, a)) * w
-        weight_sum += w
-    return 0 if weight_sum == 0 else go_div(node_score, weight_sum)
+        if source == _NON_ZERO_CPU:
+            r = node.non_zero_cpu + pod_req
+        elif source == _NON_ZERO_MEMORY:
+            r = node.non_zero_memory + pod_req
+        else:
+            r = node_requested.get(name, 0) + pod_req
+        if r <= a:  # an over-committed resource scores 0
+            free = (a - r) * MAX_NODE_SCORE  # >= 0
+            # Floor division is Go's truncating one when nothing is negative (the usual a > 0).
+            node_score += (free // a if a > 0 else go_div(free, a)) * weight
+        weight_sum += weight
+    if weight_sum == 0:
+        return 0
+    return node_score // weight_sum if node_score >= 0 and weight_sum > 0 else go_div(node_score, weight_sum)
 
 
 def _most(requested: list[int], allocatable: list[int], weights: list[int]) -> int:
@@ -290,21 +395,36 @@ def _rtcr_array(
     return np.where(ws == 0, 0, go_round_array(ratio))
 
 
-def _balanced(requested: list[int], allocatable: list[int]) -> int:
+def _balanced_node(node: NodeInfo, shape: _ScoreShape) -> int:
+    """BalancedAllocation on one node from the requested fractions of the counted resources, in one pass
+    (it is patched into the row cache for every node a pod lands on)."""
+    alloc = node.allocatable
+    node_requested = node.requested
     fractions: list[float] = []
-    total = 0.0
-    for r, a in zip(requested, allocatable, strict=True):
+    for source, name, pod_req, _ in shape.terms:
+        a = alloc.get(name, 0)
         if a == 0:
             continue
+        if source == _NON_ZERO_CPU:
+            r = node.non_zero_cpu + pod_req
+        elif source == _NON_ZERO_MEMORY:
+            r = node.non_zero_memory + pod_req
+        else:
+            r = node_requested.get(name, 0) + pod_req
         f = float(r) / float(a)
-        if f > 1:
-            f = 1.0
-        total += f
-        fractions.append(f)
+        fractions.append(1.0 if f > 1 else f)
+    return _balanced_of(fractions)
+
+
+def _balanced_of(fractions: list[float]) -> int:
+    """The score of the requested fractions (each capped at 1): 100 × (1 − their standard deviation)."""
     std = 0.0
     if len(fractions) == 2:
         std = abs((fractions[0] - fractions[1]) / 2)
     elif len(fractions) > 2:
+        total = 0.0
+        for f in fractions:
+            total += f
         mean = total / len(fractions)
         acc = 0.0
         for f in fractions:
@@ -361,7 +481,7 @@ class NodeResourcesFit(
     name = "NodeResourcesFit"
     Args = NodeResourcesFitArgs
 
-    def __init__(self, args: NodeResourcesFitArgs, handle: Handle) -> None:  # type: ignore[override]
+    def __init__(self, args: NodeResourcesFitArgs, handle: Handle) -> None:
         super().__init__(args, handle)
         self._ignored = frozenset(args.ignored_resources)
         self._ignored_groups = frozenset(args.ignored_resource_groups)
@@ -371,18 +491,27 @@ class NodeResourcesFit(
         scale = MAX_NODE_SCORE // MAX_CUSTOM_PRIORITY_SCORE
         ratio = strategy.requested_to_capacity_ratio
         self.shape = [(p.utilization, p.score * scale) for p in ratio.shape] if ratio is not None else []
+        self._fit_requests: _RequestsMemo[_FitRequest] = _RequestsMemo(
+            lambda pod, _: _fit_request(pod, self._ignored, self._ignored_groups)
+        )
+        self._score_node: Callable[[NodeInfo, _ScoreShape], int] = (
+            _least_node if self.strategy == LEAST_ALLOCATED else self._score_from_lists
+        )
 
     # PreFilter / Filter
     def pre_filter(
         self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]
     ) -> tuple[PreFilterResult | None, Status]:
-        state.write(_PRE_FILTER_KEY, _fit_request(pod, self._ignored, self._ignored_groups))
+        state.write(_PRE_FILTER_KEY, self._fit_request(pod))
         return None, Status.success()
+
+    def _fit_request(self, pod: PodInfo) -> _FitRequest:
+        return self._fit_requests.get(pod, None)
 
     def _request(self, state: CycleState, pod: PodInfo) -> _FitRequest:
         req = state.get(_PRE_FILTER_KEY)
         if req is None:
-            req = _fit_request(pod, self._ignored, self._ignored_groups)
+            req = self._fit_request(pod)
         return req  # type: ignore[no-any-return]
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
@@ -394,12 +523,7 @@ class NodeResourcesFit(
         cache = row_cache(self.handle, self.name)
         if cache is None:
             return self._fits(table, rows, req)
-        return cache.take(
-            ("filter", req.checks),
-            rows,
-            lambda r: self._fits(table, r, req),
-            lambda ni: not insufficient_resources(req, ni),
-        )
+        return cache.take_mask(req.cache_key, rows, self._fits, _fits_node, req)
 
     def filter_statuses(
         self, state: CycleState, pod: PodInfo, table: NodeTable, rows: Int64Array
@@ -437,39 +561,31 @@ class NodeResourcesFit(
 
     # PreScore / Score
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status:
-        state.write(_PRE_SCORE_KEY, self.scorer.pod_requests(pod))
+        state.write(_PRE_SCORE_KEY, self.scorer.shape(pod))
         return Status.success()
 
-    def _pod_requests(self, state: CycleState, pod: PodInfo) -> list[int]:
+    def _score_shape(self, state: CycleState, pod: PodInfo) -> _ScoreShape:
         found = state.get(_PRE_SCORE_KEY)
-        return found if found is not None else self.scorer.pod_requests(pod)  # type: ignore[no-any-return]
+        return found if found is not None else self.scorer.shape(pod)
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> tuple[int, Status]:
-        return self._score_one(node, self._pod_requests(state, pod)), Status.success()
+        return self._score_node(node, self._score_shape(state, pod)), Status.success()
 
-    def _score_one(self, node: NodeInfo, requests: list[int]) -> int:
-        requested, allocatable = self.scorer.node_values(node, requests)
-        weights = self.scorer.weights
-        if self.strategy == LEAST_ALLOCATED:
-            return _least(requested, allocatable, weights)
+    def _score_from_lists(self, node: NodeInfo, shape: _ScoreShape) -> int:
+        requested, allocatable, weights = self.scorer.node_values(node, shape.terms)
         if self.strategy == MOST_ALLOCATED:
             return _most(requested, allocatable, weights)
         return _rtcr(self.shape, requested, allocatable, weights)
 
     def score_all(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: Int64Array) -> Int64Array:
-        requests = self._pod_requests(state, pod)
+        shape = self._score_shape(state, pod)
         cache = row_cache(self.handle, self.name)
         if cache is None:
-            return self._scores(table, rows, requests)
-        return cache.take(
-            ("score", tuple(requests)),
-            rows,
-            lambda r: self._scores(table, r, requests),
-            lambda ni: self._score_one(ni, requests),
-        )
+            return self._scores(table, rows, shape)
+        return cache.take(shape.cache_key, rows, self._scores, self._score_node, shape)
 
-    def _scores(self, table: NodeTable, rows: Int64Array, requests: list[int]) -> Int64Array:
-        requested, allocatable = self.scorer.table_matrix(table, rows, requests)
+    def _scores(self, table: NodeTable, rows: Int64Array, shape: _ScoreShape) -> Int64Array:
+        requested, allocatable = self.scorer.table_matrix(table, rows, shape.requests)
         if self.strategy == LEAST_ALLOCATED:
             return _least_matrix(self.scorer, requested, allocatable)
         if self.strategy == MOST_ALLOCATED:
@@ -491,49 +607,43 @@ class NodeResourcesBalancedAllocation(SchedulerPlugin, PreScorePlugin, ScorePlug
     name = "NodeResourcesBalancedAllocation"
     Args = NodeResourcesBalancedAllocationArgs
 
-    def __init__(self, args: NodeResourcesBalancedAllocationArgs, handle: Handle) -> None:  # type: ignore[override]
+    def __init__(self, args: NodeResourcesBalancedAllocationArgs, handle: Handle) -> None:
         super().__init__(args, handle)
         self.scorer = _AllocationScorer([(r.name, r.weight) for r in args.resources], use_requested=True)
 
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status:
-        requests = self.scorer.pod_requests(pod)
-        if not any(requests):
+        shape = self.scorer.shape(pod)
+        if not any(shape.requests):
             # Best-effort pods would all stack on the emptiest-looking node (kubernetes#129138).
             return Status.skip()
-        state.write(_BALANCED_KEY, requests)
+        state.write(_BALANCED_KEY, shape)
         return Status.success()
 
-    def _pod_requests(self, state: CycleState, pod: PodInfo) -> list[int] | None:
+    def _score_shape(self, state: CycleState, pod: PodInfo) -> _ScoreShape | None:
         found = state.get(_BALANCED_KEY)
         if found is None:
-            found = self.scorer.pod_requests(pod)
-            if not any(found):
+            found = self.scorer.shape(pod)
+            if not any(found.requests):
                 return None
         return found  # type: ignore[no-any-return]
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> tuple[int, Status]:
-        requests = self._pod_requests(state, pod)
-        if requests is None:
+        shape = self._score_shape(state, pod)
+        if shape is None:
             return 0, Status.success()
-        requested, allocatable = self.scorer.node_values(node, requests)
-        return _balanced(requested, allocatable), Status.success()
+        return _balanced_node(node, shape), Status.success()
 
     def score_all(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: Int64Array) -> Int64Array:
-        requests = self._pod_requests(state, pod)
-        if requests is None:
+        shape = self._score_shape(state, pod)
+        if shape is None:
             return np.zeros(rows.shape[0], dtype=np.int64)
         cache = row_cache(self.handle, self.name)
         if cache is None:
-            return self._scores(table, rows, requests)
-        return cache.take(
-            tuple(requests),
-            rows,
-            lambda r: self._scores(table, r, requests),
-            lambda ni: _balanced(*self.scorer.node_values(ni, requests)),
-        )
+            return self._scores(table, rows, shape)
+        return cache.take(shape.cache_key, rows, self._scores, _balanced_node, shape)
 
-    def _scores(self, table: NodeTable, rows: Int64Array, requests: list[int]) -> Int64Array:
-        requested, allocatable = self.scorer.table_matrix(table, rows, requests)
+    def _scores(self, table: NodeTable, rows: Int64Array, shape: _ScoreShape) -> Int64Array:
+        requested, allocatable = self.scorer.table_matrix(table, rows, shape.requests)
         return _balanced_matrix(requested, allocatable)
 
 

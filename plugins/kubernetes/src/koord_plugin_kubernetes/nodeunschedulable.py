@@ -20,6 +20,7 @@ from koord_framework.scheduler.interface import (
 )
 from koord_framework.scheduler.status import Status
 from koord_framework.scheduler.table import BoolArray, Int64Array
+from koord_plugin_kubernetes._constant import all_pass
 from koord_plugin_kubernetes._masks import take
 from koord_plugin_kubernetes._nodeindex import node_index
 
@@ -38,10 +39,11 @@ class NodeUnschedulable(SchedulerPlugin, FilterPlugin, VectorFilter, VectorFilte
         return Status.success()
 
     def filter_all(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: Int64Array) -> BoolArray:
-        if tolerations_tolerate_taint(pod.tolerations, UNSCHEDULABLE_TAINT):
-            return np.ones(rows.shape[0], dtype=np.bool_)
         index = node_index(self.handle)
         index.refresh()
+        # Cordoned nodes are rare: usually there is none and the answer needs no per-row work.
+        if not index.unschedulable_count or tolerations_tolerate_taint(pod.tolerations, UNSCHEDULABLE_TAINT):
+            return all_pass(rows.shape[0])
         return ~take(index.unschedulable, rows)
 
     def filter_statuses(

@@ -24,6 +24,7 @@ import numpy as np
 from koord_framework.api.objects import NodeRecord, PodInfo
 from koord_framework.api.selectors import (
     DO_NOT_SCHEDULE_EFFECTS,
+    EVERYTHING,
     LabelSelector,
     RequiredNodeAffinity,
     SelectorError,
@@ -198,7 +199,7 @@ class PodTopologySpread(
     name = "PodTopologySpread"
     Args = PodTopologySpreadArgs
 
-    def __init__(self, args: PodTopologySpreadArgs, handle: Handle) -> None:  # type: ignore[override]
+    def __init__(self, args: PodTopologySpreadArgs, handle: Handle) -> None:
         super().__init__(args, handle)
         self.system_defaulted = args.defaulting_type == SYSTEM_DEFAULTING
         self.default_constraints: tuple[Mapping[str, Any], ...] = (
@@ -206,6 +207,8 @@ class PodTopologySpread(
         )
         self._defaults_use_pod_labels = any(c.get("matchLabelKeys") for c in self.default_constraints)
         self._parsed_defaults: dict[str, list[Constraint]] = {}
+        self._with_defaults: dict[Any, tuple[int, tuple[Constraint, ...]]] = {}
+        """(action, namespace, labels, controller) -> (cluster cache version, default constraints)."""
 
     # --- constraints ----------------------------------------------------------------------------------
     def default_selector(self, pod: PodInfo) -> LabelSelector:
@@ -218,7 +221,7 @@ class PodTopologySpread(
                 continue  # a nil selector matches nothing
             if selector_from_set(sel).matches(pod.labels):
                 merged.update(sel)
-        selector = selector_from_set(merged)
+        selector = selector_from_set(merged) if merged else EVERYTHING
         owner = pod.controller_ref()
         if owner is None:
             return selector
@@ -254,6 +257,22 @@ class PodTopologySpread(
         constraints = self._defaults(pod, action)
         if not constraints:
             return []
+        # The default selector reads Services and the pod's controller; replicas ask for the same one every
+        # cycle, so it is kept while no listed object changed (the cache's version).
+        owner = pod.controller_ref()
+        key = (action, pod.namespace, tuple(pod.labels.items()), (owner.kind, owner.name) if owner else None)
+        version = cluster_cache(self.handle).version
+        found = self._with_defaults.get(key)
+        if found is not None and found[0] == version:
+            return list(found[1])
+        result = self._with_default_selector(pod, constraints)
+        if len(self._with_defaults) >= 1024:
+            self._with_defaults.clear()
+        # Stamped with the version read before computing, so that a change arriving meanwhile is not masked.
+        self._with_defaults[key] = (version, tuple(result))
+        return result
+
+    def _with_default_selector(self, pod: PodInfo, constraints: list[Constraint]) -> list[Constraint]:
         selector = self.default_selector(pod)
         if selector.empty():
             return []

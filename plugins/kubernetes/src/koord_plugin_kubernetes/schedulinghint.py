@@ -81,7 +81,7 @@ class SchedulingHint(SchedulerPlugin, PreFilterPlugin):
     name = "SchedulingHint"
     Args = SchedulingHintArgs
 
-    def __init__(self, args: SchedulingHintArgs, handle: Handle) -> None:  # type: ignore[override]
+    def __init__(self, args: SchedulingHintArgs, handle: Handle) -> None:
         super().__init__(args, handle)
         self.max_hint_nodes = args.max_hint_nodes
 

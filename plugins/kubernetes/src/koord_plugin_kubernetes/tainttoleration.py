@@ -34,6 +34,7 @@ from koord_framework.scheduler.interface import (
 )
 from koord_framework.scheduler.status import MAX_NODE_SCORE, Status
 from koord_framework.scheduler.table import BoolArray, Int64Array
+from koord_plugin_kubernetes._constant import all_pass, filled
 from koord_plugin_kubernetes._nodeindex import NodeAttributeIndex, node_index
 from koord_plugin_kubernetes._normalize import (
     VectorNormalize,
@@ -70,6 +71,19 @@ def _prefer_no_schedule_tolerations(tolerations: Sequence[Mapping[str, Any]]) ->
     return [t for t in tolerations if not t.get("effect") or t.get("effect") == PREFER_NO_SCHEDULE]
 
 
+class _Verdicts:
+    """One tolerations set against every taint signature: 1 where the signature blocks the pod, and the
+    number of untolerated PreferNoSchedule taints; with whether any signature blocks or counts at all."""
+
+    __slots__ = ("any_blocked", "any_counted", "blocked", "counts")
+
+    def __init__(self, blocked: Int64Array, counts: Int64Array) -> None:
+        self.blocked = blocked
+        self.counts = counts
+        self.any_blocked = bool(blocked.any())
+        self.any_counted = bool(counts.any())
+
+
 class TaintToleration(
     SchedulerPlugin,
     FilterPlugin,
@@ -86,8 +100,9 @@ class TaintToleration(
 
     def __init__(self, args: Any, handle: Any) -> None:
         super().__init__(args, handle)
-        # (index epoch, tolerations) -> per taint-signature verdicts; replicas share tolerations.
-        self._verdicts: dict[str, tuple[int, Int64Array, Int64Array]] = {}
+        # tolerations -> verdicts per taint signature; replicas share tolerations. The index only ever
+        # appends signatures, so verdicts stay valid until it knows more signatures than they cover.
+        self._verdicts: dict[str, _Verdicts] = {}
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         return _status(node.node.taints, pod)
@@ -100,13 +115,13 @@ class TaintToleration(
         sigs = index.taint_sig_list
         return CodedStatuses.from_codes(index.taint_sig[rows], lambda sig: _status(sigs[sig], pod))
 
-    def _by_signature(self, index: NodeAttributeIndex, pod: PodInfo) -> tuple[Int64Array, Int64Array]:
-        """Per taint signature: 1 when it blocks the pod, and its count of untolerated PreferNoSchedule taints."""  # noqa: E501
+    def _by_signature(self, index: NodeAttributeIndex, pod: PodInfo) -> _Verdicts:
+        """The pod's verdicts on every taint signature the index knows (computed once per tolerations)."""
         key = _tolerations_key(pod.tolerations)
         cached = self._verdicts.get(key)
         sigs = index.taint_sig_list
-        if cached is not None and cached[0] == index.epoch and cached[1].shape[0] == len(sigs):
-            return cached[1], cached[2]
+        if cached is not None and cached.blocked.shape[0] == len(sigs):
+            return cached
         prefer = _prefer_no_schedule_tolerations(pod.tolerations)
         blocked = np.array(
             [find_untolerated_taint(t, pod.tolerations, DO_NOT_SCHEDULE_EFFECTS) is not None for t in sigs],
@@ -115,14 +130,18 @@ class TaintToleration(
         counts = np.array([count_intolerable_prefer_no_schedule(t, prefer) for t in sigs], dtype=np.int64)
         if len(self._verdicts) > 1024:
             self._verdicts.clear()
-        self._verdicts[key] = (index.epoch, blocked, counts)
-        return blocked, counts
+        found = self._verdicts[key] = _Verdicts(blocked, counts)
+        return found
 
     def filter_all(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: Int64Array) -> BoolArray:
         index = node_index(self.handle)
         index.refresh()
-        blocked, _ = self._by_signature(index, pod)
-        passes: BoolArray = blocked[index.taint_sig[rows]] == 0
+        if not index.tainted_count:  # the usual cluster: no node has a taint
+            return all_pass(rows.shape[0])
+        verdicts = self._by_signature(index, pod)
+        if not verdicts.any_blocked:  # no taint the index knows keeps this pod out: nothing to look up
+            return all_pass(rows.shape[0])
+        passes: BoolArray = verdicts.blocked[index.taint_sig[rows]] == 0
         return passes
 
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status:
@@ -138,8 +157,12 @@ class TaintToleration(
     def score_all(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: Int64Array) -> Int64Array:
         index = node_index(self.handle)
         index.refresh()
-        _, counts = self._by_signature(index, pod)
-        return counts[index.taint_sig[rows]]
+        if not index.tainted_count:
+            return filled(rows.shape[0], 0)
+        verdicts = self._by_signature(index, pod)
+        if not verdicts.any_counted:  # no PreferNoSchedule taint counts against this pod anywhere
+            return filled(rows.shape[0], 0)
+        return verdicts.counts[index.taint_sig[rows]]
 
     def score_extensions(self) -> ScoreExtensions:
         return self
