@@ -327,5 +327,8 @@ class DeschedulerFramework(Handle):
     def namespace_labels(self, name: str) -> Mapping[str, str] | None:
         return self.services.cache.namespace_labels(name)
 
+    def list_objects(self, kind: str, namespace: str | None = None) -> list[Mapping[str, Any]]:
+        return list(self.services.cache.informer.list(kind, namespace))
+
     def report_nodes(self, plugin: str, high: Sequence[str], low: Sequence[str]) -> None:
         self.services.report.add_nodes(high, low)

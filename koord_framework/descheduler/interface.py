@@ -157,6 +157,14 @@ class Handle(abc.ABC):
         """Tell the round report which nodes a balance plugin found over (high) and under (low) its
         thresholds; ``koord deschedule`` prints them. Optional for plugins; harmless to call twice."""
 
+    def list_objects(self, kind: str, namespace: str | None = None) -> list[Mapping[str, Any]]:
+        """Objects of ``kind`` (read-only), as Koordinator's listers give them: from the descheduler's shared
+        informer, so that a plugin asking once per candidate pod (the MigrationController's PodMigrationJobs)
+        costs no API call. Like any informer cache it may lag the cluster by the watch delay. This default
+        lists from the cluster; the framework's handle reads its informer."""
+        objs, _ = self.cluster.list(kind, namespace)
+        return list(objs)
+
 
 def list_pods_on_node(handle: Handle, node_name: str, keep: PodFilter | None = None) -> list[PodInfo]:
     """``podutil.ListPodsOnANode``: pods on the node that occupy resources (not Succeeded/Failed)."""

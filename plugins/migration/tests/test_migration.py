@@ -191,6 +191,30 @@ def test_max_migrating_per_node_counts_active_jobs() -> None:
     assert job_pods == ["p0", "p1"]
 
 
+def test_filters_read_jobs_from_the_informer_not_the_api() -> None:
+    # Koordinator's arbitrator reads PodMigrationJobs through a lister; one LIST call per candidate pod
+    # would be thousands of API calls per round on a real cluster.
+    args = {"skipEvictionGates": NO_WORKLOAD_GATES, "defaultJobMode": "EvictDirectly"}
+    harness, plugin = _controller(
+        args, make_node("n0"), make_node("n1"), *[_pod(f"p{i}", node=f"n{i % 2}") for i in range(40)]
+    )
+    cluster = harness.cluster
+    lists: list[str] = []
+    real_list = cluster.list
+
+    def counting_list(kind: str, namespace: str | None = None) -> Any:
+        lists.append(kind)
+        return real_list(kind, namespace)
+
+    cluster.list = counting_list  # type: ignore[method-assign]
+    opts = EvictOptions("LowNodeLoad", "node is overutilized")
+    assert plugin.evict(_info(harness, "p0"), opts)
+    verdicts = [plugin.filter(_info(harness, f"p{i}")) for i in range(40)]
+    assert lists.count("PodMigrationJob") <= 1  # at most the informer's initial list
+    # The job created by evict is seen at once: p0 has an active job, p2 (n0) is still under the limit.
+    assert verdicts[0] is False and verdicts[2] is True
+
+
 # --- the job life cycle --------------------------------------------------------------------------------
 def test_job_records_reason_and_trigger_then_evicts_through_the_eviction_api() -> None:
     args = {"skipEvictionGates": NO_WORKLOAD_GATES, "defaultJobMode": "EvictDirectly"}

@@ -220,7 +220,7 @@ class MigrationReconciler:
     def _migrating_of_owner(self, owner_uid: str) -> int:
         """``getMigratingJobNum``: jobs of the owner's pods that passed arbitration or are Running."""
         uids = {p.uid for p in self.handle.pods_owned_by(owner_uid)}
-        objs, _ = self.handle.cluster.list(jobs.KIND)
+        objs = self.handle.list_objects(jobs.KIND)
         return sum(
             1
             for j in objs

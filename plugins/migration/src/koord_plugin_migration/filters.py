@@ -63,9 +63,9 @@ class MigrationFilter:
         self._exclude = set(ns.exclude) if ns is not None else set()
 
     # --- jobs in the cluster ------------------------------------------------------------------------
-    def _jobs(self) -> list[dict[str, Any]]:
-        objs, _ = self.handle.cluster.list(jobs.KIND)
-        return objs
+    def _jobs(self) -> list[Mapping[str, Any]]:
+        # From the descheduler's informer, not the API: this runs for every candidate pod of a round.
+        return self.handle.list_objects(jobs.KIND)
 
     def _counted(self, job: Mapping[str, Any], arbitrating: bool) -> bool:
         """Is this job an active migration for the counts?"""
@@ -76,7 +76,7 @@ class MigrationFilter:
             return not arbitrating or jobs.uid(job) in self.passed_arbitration
         return False
 
-    def _active_jobs(self, arbitrating: bool) -> list[dict[str, Any]]:
+    def _active_jobs(self, arbitrating: bool) -> list[Mapping[str, Any]]:
         return [j for j in self._jobs() if self._counted(j, arbitrating)]
 
     @staticmethod
@@ -135,14 +135,14 @@ class MigrationFilter:
             return True
         return self._per_workload_ok(pod, active)
 
-    def _globally_ok(self, pod: PodInfo, active: list[dict[str, Any]]) -> bool:
+    def _globally_ok(self, pod: PodInfo, active: list[Mapping[str, Any]]) -> bool:
         limit = self.args.max_migrating_globally
         if limit is None or limit <= 0:
             return True
         count = sum(1 for j in active if jobs.pod_ref(j) and jobs.pod_ref(j).get("uid") != pod.uid)
         return count < limit
 
-    def _per_node_ok(self, pod: PodInfo, active: list[dict[str, Any]]) -> bool:
+    def _per_node_ok(self, pod: PodInfo, active: list[Mapping[str, Any]]) -> bool:
         limit = self.args.max_migrating_per_node
         if not pod.node_name or limit is None or limit <= 0:
             return True
@@ -153,7 +153,7 @@ class MigrationFilter:
         )
         return count < limit
 
-    def _per_namespace_ok(self, pod: PodInfo, active: list[dict[str, Any]]) -> bool:
+    def _per_namespace_ok(self, pod: PodInfo, active: list[Mapping[str, Any]]) -> bool:
         limit = self.args.max_migrating_per_namespace
         if limit is None or limit <= 0:
             return True
@@ -182,7 +182,7 @@ class MigrationFilter:
                     pods[p.key] = p
         return list(pods.values()), workload.replicas
 
-    def _per_workload_ok(self, pod: PodInfo, active: list[dict[str, Any]]) -> bool:
+    def _per_workload_ok(self, pod: PodInfo, active: list[Mapping[str, Any]]) -> bool:
         ref = pod.controller_ref()
         if ref is None:
             return True
