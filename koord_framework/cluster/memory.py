@@ -383,7 +383,14 @@ class MemoryCluster(ClusterPort):
         self._deliver()
 
     def evict(
-        self, namespace: str, name: str, *, reason: str, requested_by: str, dry_run: bool = False
+        self,
+        namespace: str,
+        name: str,
+        *,
+        reason: str,
+        requested_by: str,
+        dry_run: bool = False,
+        uid: str | None = None,
     ) -> None:
         if not reason or not reason.strip():
             raise ValueError("an eviction needs a reason")
@@ -393,6 +400,12 @@ class MemoryCluster(ClusterPort):
             if pod is None:
                 raise NotFoundError(self._describe(info, name, namespace, "not found"))
             ns = _meta(pod).get("namespace") or "default"
+            if uid and _meta(pod).get("uid") != uid:
+                # The API server's answer to a failed UID precondition (409).
+                raise ConflictError(
+                    f"evicting pod {ns}/{name}: Precondition failed: UID in precondition: {uid}, "
+                    f"UID in object meta: {_meta(pod).get('uid')}"
+                )
             pdbs = list(self._store.get("PodDisruptionBudget", {}).get(ns, {}).values())
             if pdbs:
                 ns_pods = list(self._store.get("Pod", {}).get(ns, {}).values())

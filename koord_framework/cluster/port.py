@@ -119,11 +119,21 @@ class ClusterPort(abc.ABC):
 
     @abc.abstractmethod
     def evict(
-        self, namespace: str, name: str, *, reason: str, requested_by: str, dry_run: bool = False
+        self,
+        namespace: str,
+        name: str,
+        *,
+        reason: str,
+        requested_by: str,
+        dry_run: bool = False,
+        uid: str | None = None,
     ) -> None:
         """Evict through the Eviction API: PodDisruptionBudgets are respected (``TooManyRequestsError``).
 
-        ``reason`` is mandatory and recorded with the eviction (as an Event on the real cluster).
+        ``reason`` is mandatory and recorded with the eviction (as an Event on the real cluster). ``uid``
+        is the uid of the pod the caller decided to evict: it becomes the eviction's UID precondition, so
+        that a pod re-created under the same name since is left alone (``ConflictError``). Without it the
+        pod found under the name is evicted.
         """
 
     @abc.abstractmethod

@@ -184,7 +184,12 @@ class Evictor:
                 return False
             try:
                 self.cluster.evict(
-                    info.namespace, info.name, reason=reason, requested_by=REQUESTED_BY, dry_run=self.dry_run
+                    info.namespace,
+                    info.name,
+                    reason=reason,
+                    requested_by=REQUESTED_BY,
+                    dry_run=self.dry_run,
+                    uid=info.uid or None,
                 )
             except ClusterError as err:
                 log.warning("evicting %s failed: %s", info.key, err)

@@ -14,7 +14,7 @@ from koord_framework.cluster.disruption import (
 )
 from koord_framework.cluster.memory import EVICTION_EVENT_REASON, MemoryCluster
 from koord_framework.cluster.port import EvictionRecord, WatchEvent
-from koord_framework.errors import ClusterError, NotFoundError, TooManyRequestsError
+from koord_framework.errors import ClusterError, ConflictError, NotFoundError, TooManyRequestsError
 from koord_framework.testing import FakeClock, make_pdb, make_pod
 
 
@@ -319,3 +319,17 @@ def test_eviction_needs_a_reason_and_a_pod(cluster: MemoryCluster) -> None:
     with pytest.raises(NotFoundError):
         cluster.evict("default", "ghost", reason="r", requested_by="t")
     assert cluster.evictions == []
+
+
+def test_evicting_a_pod_replaced_under_the_same_name_is_a_conflict(cluster: MemoryCluster) -> None:
+    # The caller decided about the first "p"; a pod re-created under that name since is not it.
+    cluster.create(make_pod("p", node="n1", uid="uid-old"))
+    cluster.delete("Pod", "p", "default")
+    cluster.create(make_pod("p", node="n1", uid="uid-new"))
+    with pytest.raises(ConflictError, match="Precondition failed: UID in precondition: uid-old"):
+        cluster.evict("default", "p", reason="r", requested_by="t", uid="uid-old")
+    assert cluster.try_get("Pod", "p", "default") is not None
+    assert cluster.evictions == []
+    cluster.evict("default", "p", reason="r", requested_by="t", uid="uid-new")
+    assert cluster.try_get("Pod", "p", "default") is None
+    assert [(r.name, r.uid) for r in cluster.evictions] == [("p", "uid-new")]

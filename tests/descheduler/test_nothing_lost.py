@@ -92,12 +92,19 @@ class FlakyCluster(MemoryCluster):
         self.flaky = set(flaky)
 
     def evict(
-        self, namespace: str, name: str, *, reason: str, requested_by: str, dry_run: bool = False
+        self,
+        namespace: str,
+        name: str,
+        *,
+        reason: str,
+        requested_by: str,
+        dry_run: bool = False,
+        uid: str | None = None,
     ) -> None:
         if name in self.flaky:
             self.flaky.discard(name)
             raise ClusterError("etcdserver: request timed out")
-        super().evict(namespace, name, reason=reason, requested_by=requested_by, dry_run=dry_run)
+        super().evict(namespace, name, reason=reason, requested_by=requested_by, dry_run=dry_run, uid=uid)
 
 
 def test_api_error_keeps_the_pod_and_it_is_retried() -> None:

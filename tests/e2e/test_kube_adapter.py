@@ -358,6 +358,9 @@ def test_evict_respects_pdb_then_succeeds(kube: KubeCluster, namespace: str, kub
     )
     kube.evict(namespace, "victim", reason="node overloaded", requested_by="koord-descheduler", dry_run=True)
     assert kube.get("Pod", "victim", namespace), "a dry run deletes nothing"
+    with pytest.raises(ConflictError, match="Precondition failed"):
+        kube.evict(namespace, "victim", reason="r", requested_by="koord-descheduler", uid="not-this-pod")
+    assert kube.get("Pod", "victim", namespace), "an eviction of another pod's uid deletes nothing"
     kube.evict(namespace, "victim", reason="node overloaded", requested_by="koord-descheduler")
     with pytest.raises(NotFoundError):
         kube.get("Pod", "victim", namespace)

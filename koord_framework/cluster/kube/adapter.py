@@ -344,15 +344,29 @@ class KubeCluster(ClusterPort):
         self.bind_count += 1
 
     def evict(
-        self, namespace: str, name: str, *, reason: str, requested_by: str, dry_run: bool = False
+        self,
+        namespace: str,
+        name: str,
+        *,
+        reason: str,
+        requested_by: str,
+        dry_run: bool = False,
+        uid: str | None = None,
     ) -> None:
         if not reason or not reason.strip():
             raise ValueError("an eviction needs a reason")
         ns = namespace or "default"
         pod = self.get("Pod", name, ns)
-        uid = str(_meta(pod).get("uid") or "")
+        found_uid = str(_meta(pod).get("uid") or "")
+        if uid and found_uid and found_uid != uid:
+            raise ConflictError(
+                f"evicting pod {ns}/{name}: Precondition failed: UID in precondition: {uid}, "
+                f"UID in object meta: {found_uid}"
+            )
+        uid = uid or found_uid
         node = str((pod.get("spec") or {}).get("nodeName") or "")
-        # The pod read above is the pod evicted: a pod re-created under the same name is left alone.
+        # The precondition names the pod the caller decided about (else the one read above): a pod
+        # re-created under the same name in between is left alone, by the API server itself.
         options: dict[str, Any] = {"preconditions": {"uid": uid}} if uid else {}
         if self.grace_period_seconds is not None:
             options["gracePeriodSeconds"] = self.grace_period_seconds

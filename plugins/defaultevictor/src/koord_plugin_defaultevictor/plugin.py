@@ -286,7 +286,9 @@ class DefaultEvictor(DeschedulerPlugin, FilterPlugin, PreEvictionFilterPlugin, E
         reason = options.reason or options.plugin_name or "NotSet"
         requested_by = options.plugin_name or self.name
         try:
-            self.handle.cluster.evict(pod.namespace, pod.name, reason=reason, requested_by=requested_by)
+            self.handle.cluster.evict(
+                pod.namespace, pod.name, reason=reason, requested_by=requested_by, uid=pod.uid or None
+            )
         except TooManyRequestsError as err:
             raise EvictionFailed(f"error when evicting pod (ignoring) {pod.name!r}: {err}") from err
         except NotFoundError as err:

@@ -404,7 +404,11 @@ class MigrationReconciler:
         if policy == "Eviction":
             try:
                 cluster.evict(
-                    pod.namespace, pod.name, reason=reason, requested_by=trigger or "MigrationController"
+                    pod.namespace,
+                    pod.name,
+                    reason=reason,
+                    requested_by=trigger or "MigrationController",
+                    uid=pod.uid or None,
                 )
             except TooManyRequestsError as err:
                 raise TooManyRequestsError(f'error when evicting pod (ignoring) "{pod.name}": {err}') from err
