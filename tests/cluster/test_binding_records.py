@@ -3,13 +3,14 @@ cache derives the bound record from the previous one instead of parsing the pod 
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import pytest
 
 from koord_framework.api.objects import PodInfo
 from koord_framework.cluster.clock import VirtualClock
-from koord_framework.cluster.informer import PodCache, SharedInformer
+from koord_framework.cluster.informer import PodCache, SharedInformer, _same_except
 from koord_framework.cluster.memory import MemoryCluster
 from koord_framework.cluster.merge_patch import copy_json
 from koord_framework.cluster.port import WatchEvent
@@ -90,3 +91,36 @@ def test_binding_never_modifies_the_stored_version_watchers_hold() -> None:
     got = cluster.get("Pod", "p")  # a copy the caller owns
     got["spec"]["containers"][0]["name"] = "changed"
     assert new["spec"]["containers"][0]["name"] != "changed"
+
+
+_KEYS = ["a", "b", "c", "spec", "status"]
+_VALUES: list[Any] = [None, 0, 1, "x", [1], {"k": 1}]
+
+
+def _naive_same_except(a: Any, b: Any, skip: frozenset[str]) -> bool:
+    a = {} if a is None else a
+    b = {} if b is None else b
+    if not isinstance(a, dict) or not isinstance(b, dict):
+        return a == b
+    return {k: v for k, v in a.items() if k not in skip} == {k: v for k, v in b.items() if k not in skip}
+
+
+@pytest.mark.parametrize("seed", range(300))
+def test_same_except_is_equality_outside_the_skipped_keys(seed: int) -> None:
+    rng = random.Random(seed)
+
+    def some_dict() -> dict[str, Any]:
+        return {k: rng.choice(_VALUES) for k in rng.sample(_KEYS, rng.randint(0, len(_KEYS)))}
+
+    a = some_dict()
+    b = dict(a) if rng.random() < 0.5 else some_dict()
+    if rng.random() < 0.5 and b:  # change, add or drop one key
+        key = rng.choice(_KEYS)
+        if rng.random() < 0.5:
+            b.pop(key, None)
+        else:
+            b[key] = rng.choice(_VALUES)
+    skip = frozenset(rng.sample(_KEYS, rng.randint(0, 2)))
+    expected = _naive_same_except(a, b, skip)
+    assert _same_except(a, b, skip) is expected
+    assert _same_except(b, a, skip) is expected
