@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import re
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -296,7 +297,10 @@ def eviction_policy_allowed(policy: str, pod: PodInfo) -> bool:
     except ValueError:
         log.error("pod %s has an invalid %s annotation %r", pod.key, ANNOTATION_EVICTION_POLICY, content)
         return False
-    return isinstance(policies, list) and policy in policies
+    # Go decodes into []string: a list holding anything but strings is an error, i.e. "none may".
+    if not isinstance(policies, list) or not all(isinstance(p, str) for p in policies):
+        return False
+    return policy in policies
 
 
 def pod_evict_enabled(pod: PodInfo) -> bool:
@@ -307,24 +311,26 @@ def pod_evict_enabled(pod: PodInfo) -> bool:
 def pod_eviction_priority(pod: PodInfo) -> int:
     """``koordinator.sh/eviction-priority`` as int32; 0 when missing or invalid."""
     value = pod.annotations.get(ANNOTATION_EVICTION_PRIORITY)
-    if value is None:
-        return 0
-    try:
-        n = int(value.strip(), 10)
-    except ValueError:
-        return 0
-    return n if -(2**31) <= n < 2**31 else 0
+    n = _go_parse_int(value) if value is not None else None
+    return n if n is not None and -(2**31) <= n < 2**31 else 0
 
 
 def pod_priority_label(pod: PodInfo, default: int) -> int:
     """The ``koordinator.sh/priority`` label as an int (``strconv.Atoi``), else ``default``."""
     value = pod.labels.get(LABEL_PRIORITY)
-    if value is None:
-        return default
-    try:
-        return int(value, 10)
-    except ValueError:
-        return default
+    n = _go_parse_int(value) if value is not None else None
+    return n if n is not None and -(2**63) <= n < 2**63 else default
+
+
+_GO_DECIMAL: Final = re.compile(r"[+-]?[0-9]+")
+
+
+def _go_parse_int(text: str) -> int | None:
+    """What Go's ``strconv.ParseInt(text, 10, 64)`` / ``Atoi`` accept: ASCII digits with an optional sign,
+    nothing else (Python's ``int`` also takes spaces, ``_`` and non-ASCII digits)."""
+    if _GO_DECIMAL.fullmatch(text) is None:
+        return None
+    return int(text, 10)
 
 
 _CLASS_RESOURCES: Final = {

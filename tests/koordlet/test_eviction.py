@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from koord_framework.api.resources import BATCH_CPU, BATCH_MEMORY, CPU, MEMORY, MID_CPU
 from koord_framework.cluster.clock import VirtualClock
 from koord_framework.cluster.memory import MemoryCluster
@@ -122,6 +124,51 @@ def test_pod_helpers() -> None:
     assert pod_priority_label(prod.pod, 3) == 3
     assert eviction_policy_allowed("BEMemoryEvict", annotated.pod) is False
     assert eviction_policy_allowed("BEMemoryEvict", prod.pod) is True
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("5", 5),
+        ("-3", -3),
+        ("+4", 4),
+        ("2147483647", 2**31 - 1),
+        ("2147483648", 0),
+        (" 5", 0),
+        ("5 ", 0),
+        ("1_0", 0),
+        ("\uff15", 0),
+        ("", 0),
+        ("0x10", 0),
+    ],
+)
+def test_eviction_priority_parses_as_go_parse_int_32(text: str, expected: int) -> None:
+    pod = make_running_pod("x", annotations={"koordinator.sh/eviction-priority": text})
+    assert pod_eviction_priority(PodMeta.from_manifest(pod, LAYOUT).pod) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"), [("7", 7), ("-7", -7), (" 7", 3), ("7_0", 3), ("\u0667", 3), (str(2**63), 3)]
+)
+def test_priority_label_parses_as_go_atoi(text: str, expected: int) -> None:
+    pod = make_running_pod("x", labels={"koordinator.sh/priority": text})
+    assert pod_priority_label(PodMeta.from_manifest(pod, LAYOUT).pod, 3) == expected
+
+
+@pytest.mark.parametrize(
+    ("annotation", "allowed"),
+    [
+        ('["BEMemoryEvict"]', True),
+        ('["CPUEvict"]', False),
+        ("[]", False),
+        ('[1, "BEMemoryEvict"]', False),
+        ('"BEMemoryEvict"', False),
+        ("null", False),
+    ],
+)
+def test_eviction_policy_decodes_as_a_list_of_strings(annotation: str, allowed: bool) -> None:
+    pod = make_running_pod("x", annotations={"koordinator.sh/eviction-policy": annotation})
+    assert eviction_policy_allowed("BEMemoryEvict", PodMeta.from_manifest(pod, LAYOUT).pod) is allowed
 
 
 def test_priority_order() -> None:
