@@ -125,3 +125,35 @@ def test_disabled_nodeslo_means_not_enabled(koord_host_tree: HostFactory) -> Non
     strategy = BEMemoryEvict(BEMemoryEvict.parse_args({}), h.context)
     assert not strategy.enabled(h.state.node_slo)
     assert not strategy.enabled(None)
+
+
+def test_be_order_ties_and_missing_priority(koord_host_tree: HostFactory) -> None:
+    """Upstream's BE order (``getSortedBEPodInfos``) leaves equal pods in whatever order its map of pods
+    gave them (and ``sort.Slice`` is unstable); here equal pods keep the node state's namespace/name order.
+    Pods without usage go last by name descending; a pod without ``spec.priority`` is compared by usage
+    only, as upstream does."""
+    from koord_plugin_memoryevict.policy import be_pod_evict_infos
+
+    pods = [
+        # the eviction-priority annotation orders the priority-based triggers only, not BE eviction
+        be("p", namespace="team-b", priority=5000, annotations={"koordinator.sh/eviction-priority": "-100"}),
+        be("q", namespace="team-a", priority=5000),
+        be("p", uid="uid-p-a", namespace="team-a", priority=5000),
+        be("idle-a", priority=5000),
+        be("idle-z", priority=5000),
+        be("no-priority"),
+        be("low", priority=4000),
+    ]
+    h = _world(koord_host_tree(cpus=4), pods, {"resourceUsedThresholdWithBE": {"enable": True}})
+    used = {"uid-p": 2.0 * GI, "uid-q": 2.0 * GI, "uid-p-a": 2.0 * GI, "uid-no-priority": 3.0 * GI}
+    used["uid-low"] = 1.0 * GI
+    order = [i.pod.key for i in be_pod_evict_infos(h.state.pods, used, "BEMemoryEvict")]
+    assert order == [
+        "default/no-priority",  # no priority: more used than every other pod
+        "default/low",  # lower priority than the 5000s
+        "team-a/p",  # three ties at 2Gi: namespace, then name
+        "team-a/q",
+        "team-b/p",
+        "default/idle-z",  # no usage: last, by name descending
+        "default/idle-a",
+    ]

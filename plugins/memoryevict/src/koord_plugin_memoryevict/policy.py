@@ -40,7 +40,8 @@ __all__ = [
 
 def check_used_threshold_config(t: ResourceThresholdStrategy | None, *, needs_priority: bool) -> None:
     """``generateConfigCheck``: threshold >= 0 and lower below it; ``MemoryEvict`` also needs
-    ``evictEnabledPriorityThreshold``."""
+    ``evictEnabledPriorityThreshold``. The threshold - 2 default of the lower percent belongs to these usage
+    triggers only: the allocatable trigger's lower percent has no default (``check_allocatable_config``)."""
     if t is None:
         raise ConfigInvalid("resourceThresholdStrategy not config")
     thr = t.memory_evict_threshold_percent
@@ -80,7 +81,11 @@ def be_pod_evict_infos(
     pods: Sequence[PodMeta], pod_memory_used: Mapping[str, float], feature: str
 ) -> list[PodEvictInfo]:
     """BE pods (by label) the feature may evict, ordered (``getSortedBEPodInfos``): lower priority first when
-    both have different ones; then more memory first; pods without usage last, by name descending."""
+    both have different ones; then more memory first; pods without usage last, by name descending.
+
+    No phase filter, opt-in or ``eviction-priority`` here, as upstream. Pods equal under this order keep
+    their input order (the node state's namespace/name order): upstream's come from a Go map and an unstable
+    sort, so any order of them is upstream's."""
     infos = [
         PodEvictInfo(pod=meta, memory_used=int(pod_memory_used.get(meta.uid, 0.0)))
         for meta in pods
