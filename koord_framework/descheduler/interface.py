@@ -32,13 +32,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from koord_framework.api.objects import NodeRecord, PodInfo
+from koord_framework.handle import BaseHandle
 from koord_framework.plugin import ExtensionPoint, Plugin, PluginArgs
 
 if TYPE_CHECKING:
-    from prometheus_client import CollectorRegistry
-
-    from koord_framework.cluster.clock import Clock
-    from koord_framework.cluster.port import ClusterPort
     from koord_framework.descheduler.node_usage import NodeMetricInfo, NodePods
 
 PodFilter = Callable[[PodInfo], bool]
@@ -87,23 +84,9 @@ class Evictor(abc.ABC):
         """
 
 
-class Handle(abc.ABC):
-    """What the framework gives every plugin: cluster access, shared caches, the evictor, the round report."""
-
-    profile_name: str
-
-    @property
-    @abc.abstractmethod
-    def cluster(self) -> ClusterPort: ...
-
-    @property
-    @abc.abstractmethod
-    def clock(self) -> Clock: ...
-
-    @property
-    @abc.abstractmethod
-    def metrics(self) -> CollectorRegistry:
-        """The component's own prometheus registry (never the global one)."""
+class Handle(BaseHandle):
+    """What the framework gives every plugin: cluster access (``BaseHandle``), shared caches, the evictor,
+    the round report."""
 
     @property
     @abc.abstractmethod

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
 from koord_framework.api.objects import PodInfo
+from koord_framework.handle import BaseHandle
 from koord_framework.plugin import ExtensionPoint, Plugin, PluginArgs
 from koord_framework.scheduler.cycle_state import CycleState
 from koord_framework.scheduler.nodeinfo import NodeInfo
@@ -34,11 +35,7 @@ from koord_framework.scheduler.status import Status
 from koord_framework.scheduler.table import BoolArray, Int64Array, NodeTable
 
 if TYPE_CHECKING:
-    from prometheus_client import CollectorRegistry
-
-    from koord_framework.cluster.clock import Clock
     from koord_framework.cluster.informer import SharedInformer
-    from koord_framework.cluster.port import ClusterPort
 
 
 # --- values passed between the framework and plugins ---------------------------------------------------
@@ -113,28 +110,14 @@ class WaitingPod(abc.ABC):
         """Fail the pod's Permit: it is unreserved and requeued."""
 
 
-class Handle(abc.ABC):
-    """What the framework gives every plugin: cluster access, shared caches, the snapshot, waiting pods."""
-
-    profile_name: str
-
-    @property
-    @abc.abstractmethod
-    def cluster(self) -> ClusterPort: ...
-
-    @property
-    @abc.abstractmethod
-    def clock(self) -> Clock: ...
+class Handle(BaseHandle):
+    """What the framework gives every plugin: cluster access (``BaseHandle``), shared caches, the snapshot,
+    waiting pods."""
 
     @property
     @abc.abstractmethod
     def informer(self) -> SharedInformer:
         """The shared informer: plugins read CRDs (NodeMetric, PodGroup, ...) and register handlers here."""
-
-    @property
-    @abc.abstractmethod
-    def metrics(self) -> CollectorRegistry:
-        """The component's own prometheus registry (never the global one)."""
 
     @abc.abstractmethod
     def node_infos(self) -> Sequence[NodeInfo]:
