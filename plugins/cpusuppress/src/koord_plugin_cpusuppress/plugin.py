@@ -237,14 +237,16 @@ class BECPUSuppress(QOSStrategy):
                 "cpuset: unreadable kubelet cpu manager policy, nothing written", error=str(err), **details
             )
             return chosen
+        if policy == "static":
+            # The kubelet owns container cpusets under the static policy: BE pod dirs get the whole BE pool
+            # and only containers are narrowed. Upstream recovers the pod level before it looks at the chosen
+            # set (cpu_suppress.go:183-185), so that happens even when no CPU is left for BE.
+            self.recover_cpuset(max_depth=1)
         if not chosen:
             self.decide("cpuset: no CPU available for BE, left as is", **details)
             return chosen
         value = format_cpuset(chosen)
         if policy == "static":
-            # The kubelet owns container cpusets under the static policy: BE pod dirs get the whole BE pool
-            # and only containers are narrowed.
-            self.recover_cpuset(max_depth=1)
             containers = ctx.layout.dirs_at_depth("cpuset", self.be_dir, 2)
             results = ctx.executor.update_batch(
                 [CgroupUpdate(CPUSET_CPUS, d, value, REASON, self.name) for d in containers], cacheable=True
