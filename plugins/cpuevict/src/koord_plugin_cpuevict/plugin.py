@@ -124,6 +124,8 @@ class BECPUEvict(ThresholdEvictStrategy[Trigger]):
     def be_satisfaction_release(self, t: ResourceThresholdStrategy, state: NodeState, now: float) -> int:
         """Query the BE cpu metrics (average over the window, last value) and compute the release."""
         ctx = self.context
+        # Deliberately at least 1 s: upstream truncates a sub-second interval to 0, which makes the sample
+        # count check fail for any window >= 3 s and so disables the trigger (see README).
         interval = int(ctx.collect_interval_seconds) or 1
         window = max(interval, t.cpu_evict_time_window_seconds or 0)
         m = ctx.metrics
