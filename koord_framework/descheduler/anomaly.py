@@ -111,7 +111,9 @@ class BasicDetector:
         return self._current_state(now)
 
     def reset(self) -> None:
-        """Back to OK with fresh counters (a node found underloaded)."""
+        """Back to OK with fresh counters when in Anomaly (a node found underloaded). A detector already OK
+        keeps its counters: as Go's ``Reset``, this sets the state, and setting the current state is a
+        no-op, so abnormal marks seen so far still count toward the next Anomaly."""
         self._set_state(State.OK, self._clock.now())
 
     # --- internals ----------------------------------------------------------------------------------
