@@ -168,21 +168,21 @@ class _Loader(yaml.SafeLoader):
             if self._depth > MAX_DEPTH:
                 mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
                 raise ComposerError(None, None, f"nested deeper than {MAX_DEPTH} levels", mark)
-            return super().compose_node(parent, index)  # type: ignore[no-any-return,no-untyped-call]
+            return super().compose_node(parent, index)
         finally:
             self._depth -= 1
 
     def _check_flow_level(self) -> None:
-        if self.flow_level >= MAX_DEPTH:  # type: ignore[attr-defined]
-            raise ScannerError(None, None, f"nested deeper than {MAX_DEPTH} levels", self.get_mark())  # type: ignore[no-untyped-call]
+        if self.flow_level >= MAX_DEPTH:
+            raise ScannerError(None, None, f"nested deeper than {MAX_DEPTH} levels", self.get_mark())
 
     def fetch_flow_sequence_start(self) -> None:
         self._check_flow_level()
-        super().fetch_flow_sequence_start()  # type: ignore[no-untyped-call]
+        super().fetch_flow_sequence_start()
 
     def fetch_flow_mapping_start(self) -> None:
         self._check_flow_level()
-        super().fetch_flow_mapping_start()  # type: ignore[no-untyped-call]
+        super().fetch_flow_mapping_start()
 
     def construct_mapping(self, node: Node, deep: bool = False) -> dict[Any, Any]:
         if not isinstance(node, MappingNode):
@@ -195,7 +195,7 @@ class _Loader(yaml.SafeLoader):
         mapping: dict[str, Any] = {}
         own_keys: set[str] = set()
         for index, (key_node, value_node) in enumerate(node.value):
-            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+            key = self.construct_object(key_node, deep=deep)
             if not isinstance(key, Hashable):
                 raise ConstructorError(
                     "while constructing a mapping",
@@ -214,7 +214,7 @@ class _Loader(yaml.SafeLoader):
                         key_node.start_mark,
                     )
                 own_keys.add(text)
-            mapping[text] = self.construct_object(value_node, deep=deep)  # type: ignore[no-untyped-call]
+            mapping[text] = self.construct_object(value_node, deep=deep)
         return mapping
 
 
