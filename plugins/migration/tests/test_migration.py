@@ -10,6 +10,7 @@ import pytest
 from koord_plugin_migration import MigrationController, jobs, max_unavailable
 
 from koord_framework.api.objects import PodInfo
+from koord_framework.descheduler.framework import EvictionFailed
 from koord_framework.descheduler.interface import EvictOptions
 from koord_framework.testing.builders import make_node, make_pdb, make_pod
 from koord_framework.testing.conformance import PluginConformance
@@ -268,9 +269,10 @@ def test_pdb_refusal_leaves_pod_in_place_is_retried_and_reported() -> None:
 
     (job,) = harness.cluster.list("PodMigrationJob")[0]
     assert harness.cluster.try_get("Pod", "p0", "default") is not None
+    # As in Koordinator, a refusal is reported by a Warning Event only: the job stays Running, untouched.
     assert job["status"]["phase"] == "Running"
-    assert job["status"]["reason"] == "FailedEvict"
-    assert job["status"]["message"].startswith('Failed evict Pod "default/p0" caused by ')
+    assert not job["status"].get("reason") and not job["status"].get("status")
+    assert jobs.condition(job["status"], jobs.COND_EVICTION) is None
     warnings = [e for e in harness.cluster.events if e.kind == "PodMigrationJob" and e.type == "Warning"]
     assert warnings and all(e.reason == "Evicting" for e in warnings)
     assert len(warnings) > 3  # retried with backoff, not once
@@ -287,6 +289,18 @@ def test_pdb_refusal_leaves_pod_in_place_is_retried_and_reported() -> None:
     job = harness.cluster.get("PodMigrationJob", job["metadata"]["name"])
     assert job["status"]["phase"] == "Succeeded"
     assert harness.cluster.try_get("Pod", "p0", "default") is None
+
+
+def test_pod_gone_after_refused_evictions_fails_the_job_missing_pod() -> None:
+    # The eviction never went through, so the pod's disappearance is not the job's doing: Koordinator's
+    # evictPod aborts with MissingPod unless the job's status is already "Eviction" (an eviction accepted).
+    harness = _evicting_p0_under_a_strict_pdb("2m")
+    harness.descheduler.settle(NOW + 30)
+    harness.cluster.delete("Pod", "p0", "default")
+    harness.descheduler.drain()
+    (job,) = harness.cluster.list("PodMigrationJob")[0]
+    assert (job["status"]["phase"], job["status"]["reason"]) == ("Failed", "MissingPod")
+    assert job["status"]["message"] == 'Abort job caused by missing Pod "default/p0"'
 
 
 def test_job_times_out_when_eviction_keeps_failing() -> None:
@@ -337,3 +351,52 @@ def test_dry_run_creates_no_job() -> None:
     harness, plugin = _controller({"dryRun": True}, make_node("n0"), _pod("p0"))
     assert plugin.evict(_info(harness, "p0"), EvictOptions("LowNodeLoad", "overloaded"))
     assert harness.cluster.list("PodMigrationJob")[0] == []
+
+
+# --- object limiters ---------------------------------------------------------------------------------------
+def _evicted_one_of_ten() -> tuple[DeschedulerHarness, MigrationController]:
+    """A ReplicaSet of 10 pods under the default workload limiter (maxMigratingPerWorkload of 10 = 2 per
+    5 minutes, burst 1); web-9 has been migrated, which spent the workload's only token."""
+    harness = DeschedulerHarness(
+        [], evictor=(MigrationController, {"defaultJobMode": "EvictDirectly"}), now=NOW
+    )
+    harness.add(make_node("n0"), make_node("n1"))
+    _workload(harness, 10, 0)
+    plugin = harness.plugin("MigrationController")
+    assert isinstance(plugin, MigrationController)
+    assert plugin.evict(_info(harness, "web-9"), EvictOptions("LowNodeLoad", "hot"))
+    harness.descheduler.drain()
+    assert harness.cluster.try_get("Pod", "web-9", "default") is None
+    return harness, plugin
+
+
+def test_workload_object_limiter_refuses_the_next_eviction_until_a_token_returns() -> None:
+    harness, plugin = _evicted_one_of_ten()
+    with pytest.raises(EvictionFailed, match="exceeds object limiter"):
+        plugin.evict(_info(harness, "web-8"), EvictOptions("LowNodeLoad", "hot"))
+    # A token comes back after 300s / 2 = 150s.
+    harness.descheduler.settle(NOW + 151)
+    assert plugin.evict(_info(harness, "web-8"), EvictOptions("LowNodeLoad", "hot"))
+
+
+def test_job_with_evict_annotation_of_any_value_skips_the_object_limiter() -> None:
+    # ``HaveEvictAnnotation`` tests the key's presence: an empty value counts.
+    harness, plugin = _evicted_one_of_ten()
+    pod = harness.cluster.get("Pod", "web-8", "default")
+    job = jobs.new_job(
+        "manual",
+        namespace="default",
+        pod_name="web-8",
+        pod_uid=pod["metadata"]["uid"],
+        mode="EvictDirectly",
+        ttl=300.0,
+        reason="by hand",
+        trigger="",
+        created_by=plugin.reconciler.reconciler_uid,
+        delete_options=None,
+    )
+    job["metadata"]["annotations"]["descheduler.alpha.kubernetes.io/evict"] = ""
+    harness.cluster.create(job)
+    harness.descheduler.settle(NOW + 20)
+    assert harness.cluster.get("PodMigrationJob", "manual")["status"]["phase"] == "Succeeded"
+    assert harness.cluster.try_get("Pod", "web-8", "default") is None

@@ -260,9 +260,13 @@ class MigrationReconciler:
         if self._abort_if_timeout(job):
             return
         if jobs.phase(job) == jobs.PHASE_PENDING:
-            self._prepare_pending(job)
-            return
-        if not jobs.job_annotations(job).get("descheduler.alpha.kubernetes.io/evict"):
+            # As in Koordinator's doMigrate, a job made Running goes on to its eviction in the same pass.
+            prepared = self._prepare_pending(job)
+            if prepared is None:
+                return
+            job = prepared
+        # ``HaveEvictAnnotation``: the key's presence counts, whatever its value (even empty).
+        if "descheduler.alpha.kubernetes.io/evict" not in jobs.job_annotations(job):
             pod = self._pod_of(job)
             if pod is not None and self.object_limit_exceeded(pod):
                 self._enqueue(jobs.name(job), self.handle.clock.now() + REQUEUE_AFTER)
@@ -291,21 +295,25 @@ class MigrationReconciler:
         self._fail(job, jobs.REASON_TIMEOUT, "Abort job caused by timeout")
         return True
 
-    def _prepare_pending(self, job: dict[str, Any]) -> None:
+    def _prepare_pending(self, job: dict[str, Any]) -> dict[str, Any] | None:
+        """``preparePendingJob``: fill in the pod's uid and make the job Running; None when it failed."""
         ref = jobs.pod_ref(job)
         ns, pod_name = str(ref.get("namespace") or ""), str(ref.get("name") or "")
         if not ns or not pod_name:
             self._fail(job, "InvalidPodRef", "Abort job caused by invalid PodRef")
-            return
+            return None
         raw = self.handle.cluster.try_get("Pod", pod_name, ns)
         if raw is None:
             self._fail(job, jobs.REASON_MISSING_POD, f'Abort job caused by missing Pod "{ns}/{pod_name}"')
-            return
+            return None
         pod_uid = str((raw.get("metadata") or {}).get("uid") or "")
-        self.handle.cluster.patch(jobs.KIND, jobs.name(job), "", {"spec": {"podRef": {"uid": pod_uid}}})
+        job = dict(
+            self.handle.cluster.patch(jobs.KIND, jobs.name(job), "", {"spec": {"podRef": {"uid": pod_uid}}})
+        )
         status = dict(job.get("status") or {})
         status["phase"] = jobs.PHASE_RUNNING
-        self._write_status(job, status)
+        job["status"] = self._write_status(job, status)
+        return job
 
     def _note_fallback(self, job: dict[str, Any]) -> None:
         status = dict(job.get("status") or {})
@@ -368,14 +376,10 @@ class MigrationReconciler:
         try:
             self._evict(job, pod, reason)
         except (ClusterError, TooManyEvictions) as err:
+            # Koordinator (controller.go evictPod) only reports the refusal as a Warning Event: the job's
+            # status and conditions stay as they were. An Eviction condition here would also turn a pod
+            # that later disappears on its own into EvictComplete instead of MissingPod.
             self._event(job, "Warning", jobs.REASON_EVICTING, f'Failed evict Pod "{key}" caused by {err}')
-            failed = {
-                "type": jobs.COND_EVICTION,
-                "status": jobs.STATUS_FALSE,
-                "reason": jobs.REASON_FAILED_EVICT,
-                "message": f'Failed evict Pod "{key}" caused by {err}',
-            }
-            self._update_condition(job, status, failed)
             raise
         self.track_evicted(pod)
         evicting = {
