@@ -27,11 +27,12 @@ from koord_framework.koordlet.cgroups import CPU_BURST, CPU_CFS_QUOTA, CgroupErr
 from koord_framework.koordlet.executor import CgroupUpdate
 from koord_framework.koordlet.helpers import collect_pod_metrics_avg
 from koord_framework.koordlet.metrics.cache import MetricKind
-from koord_framework.koordlet.nodeslo import CPUBurstConfig, NodeSLO
+from koord_framework.koordlet.nodeslo import NodeSLO
 from koord_framework.koordlet.qos import IntervalArgs, QOSContext, QOSStrategy
 from koord_framework.koordlet.states import ContainerMeta, NodeState, PodMeta
 from koord_framework.plugin import PluginArgs
 from koord_plugin_cpuburst.policy import (
+    BurstConfig,
     BurstLimiter,
     CFSOperation,
     NodeBurstState,
@@ -40,6 +41,7 @@ from koord_plugin_cpuburst.policy import (
     milli_cpu_to_quota,
     node_burst_state,
     pod_burst_config,
+    quota_ceil,
     static_burst_us,
     target_quota,
 )
@@ -80,11 +82,15 @@ class CPUBurst(QOSStrategy):
         return node_slo is not None
 
     def tick(self, now: float) -> None:
+        # Each round starts from an empty gauge (``ResetCPUBurstCollector``, cpu_burst.go:210), so a container
+        # that was not rescaled this round, or is gone, has no stale series.
+        self._scaled.clear()
         state = self.context.state
         slo = state.node_slo
         if slo is None:
             return
         strategy = slo.cpu_burst
+        node_cfg = BurstConfig.from_node(strategy)
         node_state = self.node_state_for_burst(int(strategy.share_pool_threshold_percent or 0), state, now)
         for s in NodeBurstState:
             self._state.labels(s.value).set(1 if s is node_state else 0)
@@ -92,7 +98,7 @@ class CPUBurst(QOSStrategy):
         for meta in state.pods:
             if meta.raw_qos in NOT_BURSTABLE or not meta.is_active:
                 continue
-            cfg = pod_burst_config(meta.pod.annotations, strategy)
+            cfg = pod_burst_config(meta.pod.annotations, node_cfg)
             self.apply_cpu_burst(cfg, meta)
             scaled += self.apply_cfs_quota_burst(cfg, meta, node_state, now)
         for key in [k for k, lim in self.limiters.items() if lim.expired(now)]:
@@ -128,7 +134,7 @@ class CPUBurst(QOSStrategy):
         return node_burst_state(ratio, threshold_percent)
 
     # --- static burst ------------------------------------------------------------------------------------
-    def apply_cpu_burst(self, cfg: CPUBurstConfig, meta: PodMeta) -> None:
+    def apply_cpu_burst(self, cfg: BurstConfig, meta: PodMeta) -> None:
         executor = self.context.executor
         pod_total = 0
         for c in _app_containers(meta):
@@ -145,7 +151,7 @@ class CPUBurst(QOSStrategy):
 
     # --- cfs quota burst ---------------------------------------------------------------------------------
     def apply_cfs_quota_burst(
-        self, cfg: CPUBurstConfig, meta: PodMeta, node_state: NodeBurstState, now: float
+        self, cfg: BurstConfig, meta: PodMeta, node_state: NodeBurstState, now: float
     ) -> list[dict[str, Any]]:
         reader = self.context.reader
         out = []
@@ -159,8 +165,7 @@ class CPUBurst(QOSStrategy):
                 current = reader.read_cpu_quota(c.cgroup_dir)
             except CgroupError:
                 continue
-            pct = cfg.cfs_quota_burst_percent
-            ceil = int(base * pct / 100) if pct is not None and pct > 100 else base
+            ceil = quota_ceil(base, cfg.cfs_quota_burst_percent)
             origin = self.operation_for_container(cfg, c, now)
             op = change_operation_by_node(node_state, origin)
             target = target_quota(op, current, base, ceil)
@@ -178,7 +183,7 @@ class CPUBurst(QOSStrategy):
                 )
         return out
 
-    def operation_for_container(self, cfg: CPUBurstConfig, c: ContainerMeta, now: float) -> CFSOperation:
+    def operation_for_container(self, cfg: BurstConfig, c: ContainerMeta, now: float) -> CFSOperation:
         """``genOperationByContainer``: reset when the policy is off, down when the limiter refuses, up when
         the container was throttled in the last sample, otherwise remain."""
         allowed = self.allowed_by_limiter(cfg, c, now)
@@ -194,7 +199,7 @@ class CPUBurst(QOSStrategy):
             return CFSOperation.REMAIN
         return CFSOperation.SCALE_UP if w.last() > 0 else CFSOperation.REMAIN
 
-    def allowed_by_limiter(self, cfg: CPUBurstConfig, c: ContainerMeta, now: float) -> bool:
+    def allowed_by_limiter(self, cfg: BurstConfig, c: ContainerMeta, now: float) -> bool:
         period = cfg.cfs_quota_burst_period_seconds
         if period is None or period < 0:
             return True

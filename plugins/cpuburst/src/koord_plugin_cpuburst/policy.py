@@ -5,10 +5,9 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from enum import Enum
-from typing import Final
-
-from pydantic import ValidationError as PydanticValidationError
+from typing import Any, Final
 
 from koord_framework.koordlet.cgroups import CFS_BASE_PERIOD, CFS_QUOTA_MIN
 from koord_framework.koordlet.nodeslo import CPUBurstConfig, CPUBurstPolicy
@@ -38,11 +37,13 @@ class NodeBurstState(Enum):
     """No node metrics or CPU topology."""
 
 
-def cpu_burst_enabled(policy: CPUBurstPolicy | None) -> bool:
+def cpu_burst_enabled(policy: str) -> bool:
+    """``cpuBurstEnabled``: only ``auto`` and ``cpuBurstOnly``; ``none`` and unknown strings do not burst."""
     return policy in (CPUBurstPolicy.AUTO, CPUBurstPolicy.CPU_BURST_ONLY)
 
 
-def cfs_quota_burst_enabled(policy: CPUBurstPolicy | None) -> bool:
+def cfs_quota_burst_enabled(policy: str) -> bool:
+    """``cfsQuotaBurstEnabled``: only ``auto`` and ``cfsQuotaBurstOnly``."""
     return policy in (CPUBurstPolicy.AUTO, CPUBurstPolicy.CFS_QUOTA_BURST_ONLY)
 
 
@@ -54,7 +55,7 @@ def milli_cpu_to_quota(milli: int) -> int:
     return max(quota, CFS_QUOTA_MIN)
 
 
-def static_burst_us(limit_milli: int, cfg: CPUBurstConfig) -> int:
+def static_burst_us(limit_milli: int, cfg: BurstConfig) -> int:
     """``cpu.cfs_burst_us`` of a container: ``limit x cpuBurstPercent% x period``; 0 when the policy does not
     burst or the container has no CPU limit (``calcStaticCPUBurstVal``)."""
     if not cpu_burst_enabled(cfg.policy) or limit_milli <= 0:
@@ -63,19 +64,112 @@ def static_burst_us(limit_milli: int, cfg: CPUBurstConfig) -> int:
     return int(cores * CFS_BASE_PERIOD)
 
 
-def pod_burst_config(annotations: Mapping[str, str], node_cfg: CPUBurstConfig) -> CPUBurstConfig:
+def quota_ceil(base: int, cfs_quota_burst_percent: int | None) -> int:
+    """Highest quota scaling may reach: ``base x percent / 100`` in float64 as upstream computes it
+    (``cpu_burst.go:380-383``); the base itself when the percent is unset or not above 100."""
+    pct = cfs_quota_burst_percent
+    if pct is None or pct <= 100:
+        return base
+    return int(float(base) * float(pct) / 100)
+
+
+@dataclass(frozen=True, slots=True)
+class BurstConfig:
+    """The burst settings one pod is handled with: the node's ``cpuBurstStrategy`` with the pod's annotation
+    laid over it (upstream's ``*slov1alpha1.CPUBurstConfig``).
+
+    Deliberately not the NodeSLO's validated model: the koordlet does not range-check or enum-check what it
+    merges, so ``policy`` may be any string (one that is none of the four bursts nothing and resets quotas)
+    and a percent may be out of the webhook's range (``cfsQuotaBurstPercent`` 90 pins the quota at its base).
+    """
+
+    policy: str = ""
+    cpu_burst_percent: int | None = None
+    cfs_quota_burst_percent: int | None = None
+    cfs_quota_burst_period_seconds: int | None = None
+
+    @classmethod
+    def from_node(cls, cfg: CPUBurstConfig) -> BurstConfig:
+        return cls(
+            policy=str(cfg.policy.value) if cfg.policy is not None else "",
+            cpu_burst_percent=cfg.cpu_burst_percent,
+            cfs_quota_burst_percent=cfg.cfs_quota_burst_percent,
+            cfs_quota_burst_period_seconds=cfg.cfs_quota_burst_period_seconds,
+        )
+
+
+class _GoDecodeError(ValueError):
+    """The annotation is something Go's ``json.Unmarshal`` into ``CPUBurstConfig`` would reject."""
+
+
+_INT64_MIN: Final = -(2**63)
+_INT64_MAX: Final = 2**63 - 1
+_ANNOTATION_FIELDS: Final = {
+    "policy": "policy",
+    "cpuburstpercent": "cpu_burst_percent",
+    "cfsquotaburstpercent": "cfs_quota_burst_percent",
+    "cfsquotaburstperiodseconds": "cfs_quota_burst_period_seconds",
+}
+
+
+class _Pairs(list[tuple[str, Any]]):
+    """A JSON object's members in document order (duplicates kept), told apart from a JSON array."""
+
+
+def _reject_constant(name: str) -> Any:
+    raise _GoDecodeError(f"{name} is not JSON")
+
+
+def _decode_pod_annotation(raw: str) -> dict[str, Any]:
+    """The fields of ``raw`` as ``GetPodCPUBurstConfig`` (``apis/slo/v1alpha1/pod.go:38``) decodes them: keys
+    matched case-insensitively, unknown keys ignored, later duplicates winning,
+    integers only as JSON integers within int64 (no ``"200"``, ``200.0`` or ``true``). ``null`` clears a
+    number (a pointer in Go) and leaves ``policy`` (a plain string) as it was. Any mismatch is an
+    error for the whole annotation, as in Go."""
+    try:
+        decoded = json.loads(raw, object_pairs_hook=_Pairs, parse_constant=_reject_constant)
+    except ValueError as err:
+        raise _GoDecodeError(str(err)) from None
+    if decoded is None:  # JSON null into a struct: a no-op, not an error
+        return {}
+    if not isinstance(decoded, _Pairs):  # an array, string or number cannot fill a struct
+        raise _GoDecodeError("not a JSON object")
+    fields: dict[str, Any] = {}
+    for key, value in decoded:
+        name = _ANNOTATION_FIELDS.get(key.casefold())
+        if name is None:
+            continue
+        if value is None:
+            if name != "policy":  # null clears a pointer field; into a plain string it is a no-op
+                fields.pop(name, None)
+        elif name == "policy":
+            if not isinstance(value, str):
+                raise _GoDecodeError("policy is not a string")
+            fields[name] = value
+        else:
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise _GoDecodeError(f"{key} is not an integer")
+            if not _INT64_MIN <= value <= _INT64_MAX:
+                raise _GoDecodeError(f"{key} overflows int64")
+            fields[name] = value
+    return fields
+
+
+def pod_burst_config(annotations: Mapping[str, str], node_cfg: BurstConfig) -> BurstConfig:
     """The node's config with the fields the pod annotation ``koordinator.sh/cpuBurst`` sets overlaid
-    (``genPodBurstConfig``); an unparsable annotation leaves the node's config."""
+    (``genPodBurstConfig``, ``cpu_burst.go:667``). An annotation Go cannot decode leaves the node's config
+    whole; a decoded one replaces every field Go's ``omitempty`` marshal keeps (a non-empty policy, any
+    non-null number, zero included)."""
     raw = annotations.get(ANNOTATION_POD_CPU_BURST)
-    if not raw:
+    if raw is None:
         return node_cfg
     try:
-        data = json.loads(raw)
-        pod_cfg = CPUBurstConfig.model_validate(data)
-    except (ValueError, PydanticValidationError):
+        fields = _decode_pod_annotation(raw)
+    except _GoDecodeError:
         return node_cfg
-    updates = {k: v for k, v in pod_cfg.model_dump().items() if v is not None}
-    return CPUBurstConfig.model_validate({**node_cfg.model_dump(), **updates})
+    if fields.get("policy") == "":
+        del fields["policy"]
+    return replace(node_cfg, **fields)
 
 
 def node_burst_state(usage_ratio: float, threshold_percent: int) -> NodeBurstState:
