@@ -312,6 +312,23 @@ def test_job_times_out_when_eviction_keeps_failing() -> None:
     assert harness.cluster.try_get("Pod", "p0", "default") is not None
 
 
+def test_hand_written_job_with_a_negative_ttl_times_out_at_once() -> None:
+    # Upstream's abortJobIfTimeout skips only a nil or zero TTL: creation + (-1s) is already past.
+    harness, _ = _controller({"skipEvictionGates": NO_WORKLOAD_GATES}, make_node("n0"), _pod("p0"))
+    harness.cluster.create(
+        {
+            "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+            "kind": "PodMigrationJob",
+            "metadata": {"name": "by-hand"},
+            "spec": {"podRef": {"namespace": "default", "name": "p0"}, "mode": "EvictDirectly", "ttl": "-1s"},
+        }
+    )
+    harness.descheduler.drain()
+    job = harness.cluster.get("PodMigrationJob", "by-hand")
+    assert (job["status"]["phase"], job["status"]["reason"]) == ("Failed", "Timeout")
+    assert harness.cluster.try_get("Pod", "p0", "default") is not None
+
+
 def test_delete_policy_deletes_and_qps_limits_evictions() -> None:
     args = {
         "skipEvictionGates": [*NO_WORKLOAD_GATES, "MaxMigratingPerNode"],

@@ -288,7 +288,7 @@ class MigrationReconciler:
 
         ttl_text = (job.get("spec") or {}).get("ttl")
         ttl = parse_duration(ttl_text) if isinstance(ttl_text, str) and ttl_text else 0.0
-        if ttl <= 0:
+        if ttl == 0:  # no TTL; a negative one (only a hand-written job has it) has expired at creation
             return False
         if self.handle.clock.now() - jobs.created(job) < ttl:
             return False
