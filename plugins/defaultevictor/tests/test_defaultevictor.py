@@ -10,6 +10,7 @@ from koord_plugin_defaultevictor import DefaultEvictor
 from koord_framework.api.objects import PodInfo
 from koord_framework.descheduler.framework import EvictionFailed
 from koord_framework.descheduler.interface import EvictOptions
+from koord_framework.errors import KoordError
 from koord_framework.testing.builders import make_node, make_pdb, make_pod
 from koord_framework.testing.conformance import PluginConformance
 from koord_framework.testing.descheduler import DeschedulerHarness
@@ -225,3 +226,55 @@ def test_evict_refused_by_pdb_keeps_the_pod() -> None:
     assert harness.cluster.try_get("Pod", "p", "default") is not None
     with pytest.raises(EvictionFailed, match="not found"):
         plugin.evict(_info(_owned("gone")), EvictOptions("LowNodeLoad", "overloaded"))
+
+
+@pytest.mark.parametrize(
+    "threshold",
+    [{"value": 2_000_000_001}, {"name": "system-node-critical"}],
+    ids=["value", "class name"],
+)
+def test_priority_threshold_above_system_critical_is_refused(threshold: dict[str, Any]) -> None:
+    # GetPriorityValueFromPriorityThreshold refuses a threshold above SystemCriticalPriority, so New fails;
+    # system-node-critical (2000001000) is the one built-in class that can trip it by name.
+    harness = DeschedulerHarness([], evictor=(DefaultEvictor, {"priorityThreshold": threshold}), now=T0)
+    harness.add(
+        {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": "system-node-critical"},
+            "value": 2_000_001_000,
+        }
+    )
+    with pytest.raises(KoordError, match="priority threshold can't be greater than 2000000000"):
+        harness.plugin("DefaultEvictor")
+
+
+def test_priority_threshold_at_system_critical_is_accepted() -> None:
+    _, plugin = _harness({"priorityThreshold": {"value": 2_000_000_000}})
+    assert plugin.filter(_info(_owned("p", priority=1_999_999_999)))
+
+
+def test_priority_threshold_is_not_resolved_when_critical_pods_are_evictable() -> None:
+    # Upstream resolves the threshold only inside the SystemCriticalPods protection.
+    _, plugin = _harness({"evictSystemCriticalPods": True, "priorityThreshold": {"value": 2_000_000_001}})
+    assert plugin.filter(_info(_owned("p", priority=2_000_000_000)))
+
+
+def test_namespace_label_selector_needs_match_labels() -> None:
+    # Upstream builds (and consults) the namespace index only when matchLabels is non-empty: a selector of
+    # matchExpressions alone filters nothing, and with matchLabels the expressions count too.
+    namespaces = (
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default", "labels": {"team": "a"}}},
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "other", "labels": {"team": "b"}}},
+    )
+    expressions_only = {"matchExpressions": [{"key": "team", "operator": "In", "values": ["a"]}]}
+    _, plugin = _harness({"namespaceLabelSelector": expressions_only}, *namespaces)
+    assert plugin.pre_eviction_filter(_info(_owned("o", namespace="other")))
+    assert plugin.pre_eviction_filter(_info(_owned("d")))
+
+    both = {
+        "matchLabels": {"team": "a"},
+        "matchExpressions": [{"key": "tier", "operator": "Exists"}],
+    }
+    _, plugin = _harness({"namespaceLabelSelector": both}, *namespaces)
+    assert not plugin.pre_eviction_filter(_info(_owned("d")))  # team=a but no tier label

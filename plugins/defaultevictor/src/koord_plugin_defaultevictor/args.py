@@ -82,7 +82,8 @@ class DefaultEvictorArgs(PluginArgs):
     label_selector: LabelSelector | None = None
     """Only pods matching this selector may be evicted; unset: any pod."""
     namespace_label_selector: LabelSelector | None = None
-    """PreEvictionFilter: only pods in namespaces whose labels match may be evicted."""
+    """PreEvictionFilter: only pods in namespaces whose labels match may be evicted; applied only when
+    ``matchLabels`` is non-empty (as upstream)."""
     priority_threshold: PriorityThreshold | None = None
     """Only pods with a priority below this value (or PriorityClass) may be evicted; ignored when
     system-critical pods are evictable."""

@@ -10,7 +10,7 @@ critical priority and the priority threshold, local storage, DaemonSet, PVCs, PD
 claims, the label selector, minReplicas, minPodAge).
 
 PreEvictionFilter: with ``nodeFit`` the pod must fit another Ready node (of ``nodeSelector``); with a
-``namespaceLabelSelector`` its namespace's labels must match.
+``namespaceLabelSelector`` that has ``matchLabels`` its namespace's labels must match.
 
 Evict: ``pods/eviction`` through the cluster port, so PodDisruptionBudgets are honoured; a refusal
 (429 from a PDB, a vanished pod, another API error) leaves the pod in place and is reported with its cause.
@@ -55,7 +55,13 @@ from koord_framework.descheduler.interface import (
     Handle,
     PreEvictionFilterPlugin,
 )
-from koord_framework.errors import ClusterError, NotFoundError, TooManyRequestsError
+from koord_framework.errors import (
+    ClusterError,
+    NotFoundError,
+    Problem,
+    TooManyRequestsError,
+    ValidationError,
+)
 from koord_framework.plugin import PluginArgs
 from koord_plugin_defaultevictor.args import DefaultEvictorArgs
 
@@ -90,10 +96,12 @@ class DefaultEvictor(DeschedulerPlugin, FilterPlugin, PreEvictionFilterPlugin, E
             extra.append(self._min_pod_age)
         self.constraints.extend(extra)
         self._other_constraints.extend(extra)
-        ns_selector = parse_selector_model(args.namespace_label_selector)
-        self._namespace_selector: LabelSelector | None = (
-            ns_selector if ns_selector is not None and not ns_selector.empty() else None
-        )
+        # Upstream only indexes (and then checks) namespaces when ``matchLabels`` is non-empty
+        # (defaultevictor.go New and PreEvictionFilter); a selector of ``matchExpressions`` alone filters
+        # nothing. Once active, the whole selector (expressions included) decides.
+        ns_args = args.namespace_label_selector
+        ns_selector = parse_selector_model(ns_args) if ns_args is not None and ns_args.match_labels else None
+        self._namespace_selector: LabelSelector | None = ns_selector
 
     # --- constraints ----------------------------------------------------------------------------------
     def _add_protections(self, args: DefaultEvictorArgs) -> None:
@@ -118,6 +126,19 @@ class DefaultEvictor(DeschedulerPlugin, FilterPlugin, PreEvictionFilterPlugin, E
             if pt is not None and pt.is_set:
                 threshold = resolve_priority_threshold(self.handle.cluster, pt.value, pt.name)
                 assert threshold is not None
+                if threshold > SYSTEM_CRITICAL_PRIORITY:
+                    # GetPriorityValueFromPriorityThreshold: a threshold above system-critical would let
+                    # the threshold protect less than the critical check already does; upstream refuses it.
+                    raise ValidationError(
+                        "DefaultEvictorArgs",
+                        [
+                            Problem(
+                                "priorityThreshold",
+                                f"priority threshold can't be greater than {SYSTEM_CRITICAL_PRIORITY} "
+                                f"(resolved to {threshold})",
+                            )
+                        ],
+                    )
                 self._threshold = threshold
                 add(
                     lambda p: (
