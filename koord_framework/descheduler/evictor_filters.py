@@ -158,8 +158,15 @@ def _non_terminal(pods: Iterable[PodInfo]) -> list[PodInfo]:
     return [p for p in pods if p.phase not in ("Succeeded", "Failed")]
 
 
-def node_fit(pod: PodInfo, node: NodeRecord, pods_on_node: PodsOnNode) -> list[str]:
-    """Why ``pod`` would not fit ``node`` (empty: it fits)."""
+def node_fit(
+    pod: PodInfo, node: NodeRecord, pods_on_node: PodsOnNode, *, need_pod_slot: bool = False
+) -> list[str]:
+    """Why ``pod`` would not fit ``node`` (empty: it fits): Koordinator's ``NodeFit``.
+
+    ``need_pod_slot`` adds the check of kubernetes-sigs/descheduler's ``fitsRequest``, which the
+    DefaultEvictor wraps: at least one pod slot must be left (``allocatable pods - pods on the node > 0``,
+    "insufficient pods"), whatever the pod requests. Koordinator's own helper (the MigrationController's)
+    does not make it."""
     errors: list[str] = []
     if not RequiredNodeAffinity.of(pod).match_node(node):
         errors.append("pod node selector does not match the node label")
@@ -171,13 +178,20 @@ def node_fit(pod: PodInfo, node: NodeRecord, pods_on_node: PodsOnNode) -> list[s
         # Go compares MilliValue()s; our integers keep the same order for every resource.
         if n not in available or pod.requests[n] > available[n]:
             errors.append(f"insufficient {n}")
+    if need_pod_slot and not errors and available[PODS] <= 0:
+        errors.append(f"insufficient {PODS}")
     if node.unschedulable:
         errors.append("node is not schedulable")
     return errors
 
 
-def pod_fits_any_other_node(pod: PodInfo, nodes: Iterable[NodeRecord], pods_on_node: PodsOnNode) -> bool:
-    return any(node.name != pod.node_name and not node_fit(pod, node, pods_on_node) for node in nodes)
+def pod_fits_any_other_node(
+    pod: PodInfo, nodes: Iterable[NodeRecord], pods_on_node: PodsOnNode, *, need_pod_slot: bool = False
+) -> bool:
+    return any(
+        node.name != pod.node_name and not node_fit(pod, node, pods_on_node, need_pod_slot=need_pod_slot)
+        for node in nodes
+    )
 
 
 def pod_fits_any_node(pod: PodInfo, nodes: Iterable[NodeRecord], pods_on_node: PodsOnNode) -> bool:

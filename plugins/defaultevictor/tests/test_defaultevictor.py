@@ -203,6 +203,19 @@ def test_pre_eviction_node_fit_and_namespace_labels() -> None:
     assert not plugin.pre_eviction_filter(_info(elsewhere))
 
 
+def test_node_fit_needs_a_free_pod_slot_on_the_other_node() -> None:
+    # descheduler's fitsRequest: "insufficient pods" when the target has no pod slot left, even for a pod
+    # that requests nothing. Koordinator's own NodeFit (the MigrationController's) does not check it.
+    harness, plugin = _harness({"nodeFit": True}, make_node("n1"), make_node("n2", pods=1))
+    mover = _owned("mover")
+    harness.add(mover)
+    assert plugin.pre_eviction_filter(_info(mover))  # n2 is empty: one slot
+    harness.add(_owned("sitter", node="n2"))
+    assert not plugin.pre_eviction_filter(_info(mover))  # n2's only slot is taken
+    harness.add(_owned("done", node="n2", phase="Succeeded"))
+    assert not plugin.pre_eviction_filter(_info(mover))  # a finished pod holds no slot; the sitter still does
+
+
 def test_evict_uses_the_eviction_api_and_records_the_reason() -> None:
     harness, plugin = _harness({}, make_node("n1"), _owned("p"))
     assert plugin.evict(_info(_owned("p")), EvictOptions("LowNodeLoad", "node is overutilized"))

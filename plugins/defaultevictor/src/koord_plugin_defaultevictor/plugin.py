@@ -295,7 +295,8 @@ class DefaultEvictor(DeschedulerPlugin, FilterPlugin, PreEvictionFilterPlugin, E
     def pre_eviction_filter(self, pod: PodInfo) -> bool:
         if self.config.node_fit:
             nodes = self.handle.ready_nodes(self.config.node_selector)
-            if not pod_fits_any_other_node(pod, nodes, self.handle.pods_on_node):
+            # descheduler's NodeFit, which the DefaultEvictor wraps, also wants a free pod slot.
+            if not pod_fits_any_other_node(pod, nodes, self.handle.pods_on_node, need_pod_slot=True):
                 return False
         if self._namespace_selector is None:
             return True
