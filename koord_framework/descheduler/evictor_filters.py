@@ -31,7 +31,9 @@ from koord_framework.api.selectors import (
     DO_NOT_SCHEDULE_EFFECTS,
     LabelSelector,
     RequiredNodeAffinity,
+    SelectorError,
     find_untolerated_taint,
+    parse_label_selector,
 )
 from koord_framework.cluster.port import ClusterPort
 from koord_framework.errors import NotFoundError
@@ -158,15 +160,43 @@ def _non_terminal(pods: Iterable[PodInfo]) -> list[PodInfo]:
     return [p for p in pods if p.phase not in ("Succeeded", "Failed")]
 
 
+def anti_affinity_conflict(pod: PodInfo, node: NodeRecord, pods_on_node: PodsOnNode) -> str | None:
+    """kubernetes-sigs/descheduler v0.35.1 ``podMatchesInterPodAntiAffinity``: an error when a pod running on
+    ``node`` (not Succeeded/Failed, not named like ``pod``) matches one of ``pod``'s required anti-affinity
+    terms (the term's namespaces, else the pod's own; its label selector) and ``node`` has the term's
+    topology key. A selector that does not parse is an error too, as in Go."""
+    anti = (pod.affinity or {}).get("podAntiAffinity") or {}
+    terms = anti.get("requiredDuringSchedulingIgnoredDuringExecution") or ()
+    if not terms:
+        return None
+    running = _non_terminal(pods_on_node(node.name))
+    for term in terms:
+        namespaces = set(term.get("namespaces") or ()) or {pod.namespace}
+        try:
+            selector = parse_label_selector(term.get("labelSelector"))
+        except SelectorError as err:
+            return f"pod anti-affinity term has an invalid label selector: {err}"
+        for other in running:
+            if (
+                other.name == pod.name
+                or other.namespace not in namespaces
+                or not selector.matches(other.labels)
+            ):
+                continue
+            if str(term.get("topologyKey") or "") in node.labels:
+                return "pod matches inter-pod anti-affinity rule of other pod on node"
+    return None
+
+
 def node_fit(
-    pod: PodInfo, node: NodeRecord, pods_on_node: PodsOnNode, *, need_pod_slot: bool = False
+    pod: PodInfo, node: NodeRecord, pods_on_node: PodsOnNode, *, descheduler: bool = False
 ) -> list[str]:
     """Why ``pod`` would not fit ``node`` (empty: it fits): Koordinator's ``NodeFit``.
 
-    ``need_pod_slot`` adds the check of kubernetes-sigs/descheduler's ``fitsRequest``, which the
-    DefaultEvictor wraps: at least one pod slot must be left (``allocatable pods - pods on the node > 0``,
-    "insufficient pods"), whatever the pod requests. Koordinator's own helper (the MigrationController's)
-    does not make it."""
+    ``descheduler`` adds the two checks of kubernetes-sigs/descheduler v0.35.1's ``NodeFit``, which the
+    DefaultEvictor wraps and Koordinator's own helper (the MigrationController's) does not make: at least
+    one pod slot must be left ("insufficient pods", whatever the pod requests), and no pod on the node may
+    match the pod's required anti-affinity (``anti_affinity_conflict``)."""
     errors: list[str] = []
     if not RequiredNodeAffinity.of(pod).match_node(node):
         errors.append("pod node selector does not match the node label")
@@ -178,18 +208,22 @@ def node_fit(
         # Go compares MilliValue()s; our integers keep the same order for every resource.
         if n not in available or pod.requests[n] > available[n]:
             errors.append(f"insufficient {n}")
-    if need_pod_slot and not errors and available[PODS] <= 0:
+    if descheduler and not errors and available[PODS] <= 0:
         errors.append(f"insufficient {PODS}")
     if node.unschedulable:
         errors.append("node is not schedulable")
+    if descheduler:
+        conflict = anti_affinity_conflict(pod, node, pods_on_node)
+        if conflict is not None:
+            errors.append(conflict)
     return errors
 
 
 def pod_fits_any_other_node(
-    pod: PodInfo, nodes: Iterable[NodeRecord], pods_on_node: PodsOnNode, *, need_pod_slot: bool = False
+    pod: PodInfo, nodes: Iterable[NodeRecord], pods_on_node: PodsOnNode, *, descheduler: bool = False
 ) -> bool:
     return any(
-        node.name != pod.node_name and not node_fit(pod, node, pods_on_node, need_pod_slot=need_pod_slot)
+        node.name != pod.node_name and not node_fit(pod, node, pods_on_node, descheduler=descheduler)
         for node in nodes
     )
 

@@ -216,6 +216,49 @@ def test_node_fit_needs_a_free_pod_slot_on_the_other_node() -> None:
     assert not plugin.pre_eviction_filter(_info(mover))  # a finished pod holds no slot; the sitter still does
 
 
+def _anti(
+    selector: dict[str, Any] | None, key: str = "kubernetes.io/hostname", **term: Any
+) -> dict[str, Any]:
+    return {
+        "affinity": {
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"labelSelector": selector, "topologyKey": key, **term}
+                ]
+            }
+        }
+    }
+
+
+def test_node_fit_refuses_a_node_whose_pods_match_the_required_anti_affinity() -> None:
+    # descheduler v0.35.1 podMatchesInterPodAntiAffinity: a running pod on the target matching one of the
+    # mover's required anti-affinity terms, on a node that has the term's topology key.
+    harness, plugin = _harness(
+        {"nodeFit": True},
+        make_node("n1"),
+        make_node("n2", labels={"kubernetes.io/hostname": "n2"}),
+        _owned("db-0", node="n2", labels={"app": "db"}),
+    )
+    mover = _owned("db-1", labels={"app": "db"}, spec=_anti({"matchLabels": {"app": "db"}}))
+    assert not plugin.pre_eviction_filter(_info(mover))
+    # Another topology key that n2 lacks: no conflict.
+    other_key = _owned("db-2", labels={"app": "db"}, spec=_anti({"matchLabels": {"app": "db"}}, key="zone"))
+    assert plugin.pre_eviction_filter(_info(other_key))
+    # The term looks in its own namespaces only (the pod's by default).
+    elsewhere = _owned(
+        "db-3", labels={"app": "db"}, spec=_anti({"matchLabels": {"app": "db"}}, namespaces=["prod"])
+    )
+    assert plugin.pre_eviction_filter(_info(elsewhere))
+    # A nil selector selects nothing; a pod of the same name is not a conflict.
+    assert plugin.pre_eviction_filter(_info(_owned("db-4", spec=_anti(None))))
+    assert plugin.pre_eviction_filter(
+        _info(_owned("db-0", node="n1", spec=_anti({"matchLabels": {"app": "db"}})))
+    )
+    # Once db-0 has finished it holds nothing.
+    harness.cluster.patch("Pod", "db-0", "default", {"status": {"phase": "Succeeded"}}, status=True)
+    assert plugin.pre_eviction_filter(_info(mover))
+
+
 def test_evict_uses_the_eviction_api_and_records_the_reason() -> None:
     harness, plugin = _harness({}, make_node("n1"), _owned("p"))
     assert plugin.evict(_info(_owned("p")), EvictOptions("LowNodeLoad", "node is overutilized"))

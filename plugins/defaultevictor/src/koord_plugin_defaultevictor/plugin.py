@@ -295,8 +295,9 @@ class DefaultEvictor(DeschedulerPlugin, FilterPlugin, PreEvictionFilterPlugin, E
     def pre_eviction_filter(self, pod: PodInfo) -> bool:
         if self.config.node_fit:
             nodes = self.handle.ready_nodes(self.config.node_selector)
-            # descheduler's NodeFit, which the DefaultEvictor wraps, also wants a free pod slot.
-            if not pod_fits_any_other_node(pod, nodes, self.handle.pods_on_node, need_pod_slot=True):
+            # descheduler's NodeFit, which the DefaultEvictor wraps, also wants a free pod slot and no
+            # conflict with the pod's required anti-affinity.
+            if not pod_fits_any_other_node(pod, nodes, self.handle.pods_on_node, descheduler=True):
                 return False
         if self._namespace_selector is None:
             return True
