@@ -109,9 +109,6 @@ class NodeState:
     node_slo: NodeSLO | None = None
     topology_annotations: Mapping[str, str] = field(default_factory=dict)
     """Annotations of the node's NodeResourceTopology (reservation, system-qos cpuset, kubelet policy)."""
-    topology_present: bool = True
-    """Whether the node has a NodeResourceTopology at all: strategies that must know the reserved and
-    exclusive CPUs (CPU suppress's cpuset policy) wait for it, as Koordinator's do."""
     node_metric_spec: Mapping[str, Any] = field(default_factory=dict)
 
     def pod(self, uid: str) -> PodMeta | None:
@@ -174,7 +171,6 @@ def build_state(
         pods=tuple(sorted(metas, key=lambda m: (m.pod.namespace, m.pod.name))),
         node_slo=slo,
         topology_annotations=dict(topo_meta.get("annotations") or {}),
-        topology_present=topology is not None,
         node_metric_spec=dict((node_metric or {}).get("spec") or {}),
     )
 

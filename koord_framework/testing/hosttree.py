@@ -501,10 +501,8 @@ class QOSHarness:
         pods: Sequence[Mapping[str, Any]] = (),
         node_slo: Mapping[str, Any] | None = None,
         topology_annotations: Mapping[str, str] | None = None,
-        topology_present: bool = True,
     ) -> NodeState:
-        """Replace the snapshot strategies see. ``node_slo`` is a NodeSLO *spec* (or a whole NodeSLO);
-        ``topology_present=False``: the node has no NodeResourceTopology at all."""
+        """Replace the snapshot strategies see. ``node_slo`` is a NodeSLO *spec* (or a whole NodeSLO)."""
         if self.create_cgroups:
             for pod in pods:
                 if (pod.get("metadata") or {}).get("uid"):
@@ -514,11 +512,7 @@ class QOSHarness:
             slo_obj = (
                 node_slo if "spec" in node_slo else {"metadata": {"name": self.node_name}, "spec": node_slo}
             )
-        topology = (
-            {"metadata": {"name": self.node_name, "annotations": dict(topology_annotations or {})}}
-            if topology_present
-            else None
-        )
+        topology = {"metadata": {"name": self.node_name, "annotations": dict(topology_annotations or {})}}
 
         def fail(what: str, err: Exception) -> None:
             raise err

@@ -105,31 +105,3 @@ def test_static_policy_recovers_pod_cpusets_even_when_no_cpu_is_left(
     assert len(pod_level) == 2  # the besteffort dir and the BE pod
     for d in pod_level:
         assert tree.read("cpuset.cpus", d) == "7"
-
-
-def test_no_cpuset_change_until_the_node_has_a_node_resource_topology(
-    koord_host_tree: Callable[..., FakeHostTree],
-) -> None:
-    """``adjustByCPUSet`` and ``calcBECPUSet`` need the NRT's reserved and exclusive CPUs: without one they
-    write nothing (cpu_suppress.go:361-365, 541-544)."""
-    tree = koord_host_tree(version=1, cpus=8)
-    be_dir = tree.layout.qos_dir(KubeQoS.BEST_EFFORT)
-    be = make_running_pod(
-        "be",
-        qos="BE",
-        requests={"kubernetes.io/batch-cpu": "1000"},
-        limits={"kubernetes.io/batch-cpu": "1000"},
-    )
-    h = QOSHarness(tree, pods=[be])
-    h.set_state(node=h.state.node_manifest, pods=[be], topology_present=False)
-    strategy = BECPUSuppress(BECPUSuppress.parse_args({}), h.context)
-    assert h.context.cpu_info is not None
-    paths = tree.layout.walk("cpuset", be_dir, 2)
-    old = {p: h.context.reader.read_cpuset_raw(p) for p in paths}
-    assert strategy.adjust_by_cpuset(2000, h.context.cpu_info) == []
-    strategy.recover_cpuset(max_depth=2)
-    assert {p: h.context.reader.read_cpuset_raw(p) for p in paths} == old
-    # With the NRT (even without annotations) the same call narrows BE.
-    h.set_state(node=h.state.node_manifest, pods=[be])
-    assert len(strategy.adjust_by_cpuset(2000, h.context.cpu_info)) == 2
-    assert h.context.reader.read_cpuset_raw(be_dir) != old[be_dir]

@@ -191,11 +191,6 @@ class BECPUSuppress(QOSStrategy):
     def adjust_by_cpuset(self, suppress_milli: int, cpu_info: NodeCPUInfo) -> list[int]:
         """Choose and write BE's CPUs for ``suppress_milli`` (``adjustByCPUSet``); returns the chosen CPUs."""
         ctx = self.context
-        if not ctx.state.topology_present:
-            # Reserved and exclusive CPUs are unknown until the NodeResourceTopology exists (upstream logs
-            # "node topo is nil" and leaves the cpusets alone, cpu_suppress.go:361-365).
-            self.decide("cpuset: no NodeResourceTopology yet, nothing written", suppressMilli=suppress_milli)
-            return []
         try:
             old = parse_cpuset_ordered(ctx.reader.read_cpuset_raw(self.be_dir))
         except (CgroupError, CPUSetError, ValueError) as err:
@@ -288,8 +283,8 @@ class BECPUSuppress(QOSStrategy):
     def recover_cpuset(self, *, max_depth: int) -> None:
         """Give BE cgroups down to ``max_depth`` (1 = pods, 2 = containers) the whole BE pool again."""
         cpu_info = self.context.cpu_info
-        if cpu_info is None or not self.context.state.topology_present:
-            return  # upstream's calcBECPUSet fails without a NodeResourceTopology (cpu_suppress.go:541-544)
+        if cpu_info is None:
+            return
         cpus = self.be_recover_cpuset(cpu_info)
         if not cpus:
             return  # an empty cpuset would starve BE entirely; keep what is there
