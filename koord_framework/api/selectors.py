@@ -23,13 +23,12 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from koord_framework.api.objects import NodeRecord, PodInfo, Taint
+from koord_framework.api.strconv import parse_int
 
 # --- name validation (k8s.io/apimachinery/pkg/util/validation) ------------------------------------------
 _QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 _DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
-_INT64 = re.compile(r"^[+-]?[0-9]+$")
-_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 OBJECT_NAME_FIELD: Final = "metadata.name"
 
@@ -67,14 +66,6 @@ def is_qualified_name(name: str) -> bool:
 
 def is_valid_label_value(value: str) -> bool:
     return len(value) <= 63 and bool(_LABEL_VALUE.match(value))
-
-
-def _parse_int64(text: str) -> int | None:
-    """Go's ``strconv.ParseInt(text, 10, 64)``: optional sign, decimal digits, int64 range."""
-    if not _INT64.match(text):
-        return None
-    value = int(text)
-    return value if _INT64_MIN <= value <= _INT64_MAX else None
 
 
 class SelectorError(ValueError):
@@ -121,7 +112,7 @@ class Requirement:
         elif operator in ("Gt", "Lt"):
             if len(values) != 1:
                 raise SelectorError(vpath, "for 'Gt', 'Lt' operators, exactly one value is required")
-            parsed = _parse_int64(values[0])
+            parsed = parse_int(values[0])
             if parsed is None:
                 raise SelectorError(f"{vpath}[0]", "for 'Gt', 'Lt' operators, the value must be an integer")
             number = parsed
@@ -149,7 +140,7 @@ class Requirement:
         value = labels.get(self.key)
         if value is None:
             return False
-        parsed = _parse_int64(value)
+        parsed = parse_int(value)
         if parsed is None:
             return False
         return parsed > self.number if op == "Gt" else parsed < self.number

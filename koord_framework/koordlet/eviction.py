@@ -21,7 +21,6 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import re
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -40,6 +39,7 @@ from koord_framework.api.constants import (
 from koord_framework.api.objects import PodInfo
 from koord_framework.api.qos import PriorityClass
 from koord_framework.api.resources import BATCH_CPU, BATCH_MEMORY, CPU, MEMORY, MID_CPU, MID_MEMORY
+from koord_framework.api.strconv import parse_int
 from koord_framework.cluster.clock import Clock, WallClock
 from koord_framework.cluster.port import ClusterPort
 from koord_framework.errors import ClusterError
@@ -311,26 +311,15 @@ def pod_evict_enabled(pod: PodInfo) -> bool:
 def pod_eviction_priority(pod: PodInfo) -> int:
     """``koordinator.sh/eviction-priority`` as int32; 0 when missing or invalid."""
     value = pod.annotations.get(ANNOTATION_EVICTION_PRIORITY)
-    n = _go_parse_int(value) if value is not None else None
-    return n if n is not None and -(2**31) <= n < 2**31 else 0
+    n = parse_int(value, 32) if value is not None else None
+    return n if n is not None else 0
 
 
 def pod_priority_label(pod: PodInfo, default: int) -> int:
     """The ``koordinator.sh/priority`` label as an int (``strconv.Atoi``), else ``default``."""
     value = pod.labels.get(LABEL_PRIORITY)
-    n = _go_parse_int(value) if value is not None else None
-    return n if n is not None and -(2**63) <= n < 2**63 else default
-
-
-_GO_DECIMAL: Final = re.compile(r"[+-]?[0-9]+")
-
-
-def _go_parse_int(text: str) -> int | None:
-    """What Go's ``strconv.ParseInt(text, 10, 64)`` / ``Atoi`` accept: ASCII digits with an optional sign,
-    nothing else (Python's ``int`` also takes spaces, ``_`` and non-ASCII digits)."""
-    if _GO_DECIMAL.fullmatch(text) is None:
-        return None
-    return int(text, 10)
+    n = parse_int(value) if value is not None else None
+    return n if n is not None else default
 
 
 _CLASS_RESOURCES: Final = {

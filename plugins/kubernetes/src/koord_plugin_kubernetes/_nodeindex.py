@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from koord_framework.api.objects import NodeRecord, Taint
+from koord_framework.api.strconv import parse_int
 from koord_framework.scheduler.interface import Handle
 from koord_framework.scheduler.table import BoolArray, Int64Array
 
@@ -44,12 +45,6 @@ def node_index(handle: Handle) -> NodeAttributeIndex:
 
 _LAST: list[NodeAttributeIndex | None] = [None]
 """The index last asked for, checked by identity before the weak dictionary."""
-
-
-def _parse_int64(text: str) -> int | None:
-    from koord_framework.api.selectors import _parse_int64 as parse
-
-    return parse(text)
 
 
 class NodeAttributeIndex:
@@ -197,7 +192,7 @@ class NodeAttributeIndex:
                 self._key_masks[key][row] = nv is not None
             if key in self._int_values:
                 has, vals = self._int_values[key]
-                parsed = _parse_int64(nv) if nv is not None else None
+                parsed = parse_int(nv) if nv is not None else None
                 has[row] = parsed is not None
                 vals[row] = parsed or 0
             if key in self._codes:
@@ -242,7 +237,7 @@ class NodeAttributeIndex:
         found = self._int_values.get(key)
         if found is None:
             parsed = [
-                (_parse_int64(r.labels[key]) if r is not None and key in r.labels else None)
+                (parse_int(r.labels[key]) if r is not None and key in r.labels else None)
                 for r in self.records
             ]
             has = np.array([p is not None for p in parsed], dtype=np.bool_)

@@ -17,7 +17,6 @@ import abc
 import json
 import logging
 import math
-import re
 from collections.abc import Hashable, Mapping
 from importlib import metadata
 from typing import TYPE_CHECKING, Any, ClassVar, Final
@@ -32,6 +31,7 @@ from koord_framework.api.objects import NodeRecord, PodInfo
 from koord_framework.api.qos import translate_resource
 from koord_framework.api.quantity import QuantityError
 from koord_framework.api.resources import BATCH_CPU, BATCH_MEMORY, CPU, MEMORY, parse_resource_list
+from koord_framework.api.strconv import parse_int
 from koord_plugin_loadaware.args import LoadAwareSchedulingArgs
 
 if TYPE_CHECKING:
@@ -60,7 +60,6 @@ DEFAULT_MEMORY_REQUEST: Final = 200 * 1024 * 1024
 """What a pod that requests no memory is expected to use, in bytes (200Mi)."""
 
 _INT64_MAX: Final = 2**63 - 1
-_GO_INT_RE: Final = re.compile(r"[+-]?[0-9]+")
 
 
 def go_round(x: float) -> int:
@@ -201,11 +200,8 @@ def custom_scaling_factors(annotations: Mapping[str, str]) -> dict[str, int] | N
 
 def custom_estimated_seconds(annotations: Mapping[str, str], key: str) -> int:
     """An estimation-seconds annotation as Go's ``strconv.ParseInt`` reads it; -1 when absent or invalid."""
-    text = annotations.get(key, "")
-    if not text or not _GO_INT_RE.fullmatch(text):
-        return -1
-    value = int(text)
-    return value if -(2**63) <= value <= _INT64_MAX else -1
+    value = parse_int(annotations.get(key, ""))
+    return -1 if value is None else value
 
 
 SECONDS_AFTER_SCHEDULED_ANNOTATION: Final = ANNOTATION_LOAD_ESTIMATED_SECONDS_AFTER_SCHEDULED
