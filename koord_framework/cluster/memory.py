@@ -56,6 +56,7 @@ from koord_framework.cluster.port import (
     Handler,
     Obj,
     WatchEvent,
+    uid_precondition_failed,
 )
 from koord_framework.errors import (
     ClusterError,
@@ -401,11 +402,7 @@ class MemoryCluster(ClusterPort):
                 raise NotFoundError(self._describe(info, name, namespace, "not found"))
             ns = _meta(pod).get("namespace") or "default"
             if uid and _meta(pod).get("uid") != uid:
-                # The API server's answer to a failed UID precondition (409).
-                raise ConflictError(
-                    f"evicting pod {ns}/{name}: Precondition failed: UID in precondition: {uid}, "
-                    f"UID in object meta: {_meta(pod).get('uid')}"
-                )
+                raise uid_precondition_failed(ns, name, uid, _meta(pod).get("uid"))
             pdbs = list(self._store.get("PodDisruptionBudget", {}).get(ns, {}).values())
             if pdbs:
                 ns_pods = list(self._store.get("Pod", {}).get(ns, {}).values())

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from koord_framework.cluster.clock import Clock
+from koord_framework.errors import ConflictError
 
 Obj = dict[str, Any]
 EventType = Literal["ADDED", "MODIFIED", "DELETED"]
@@ -63,6 +64,15 @@ class EventRecord:
     component: str = ""
     time: float = 0.0
     extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+def uid_precondition_failed(namespace: str, name: str, wanted: str, found: object) -> ConflictError:
+    """The API server's 409 for a write whose UID precondition names another object than the one stored
+    (both adapters raise it for an eviction of a pod re-created under the same name)."""
+    return ConflictError(
+        f"evicting pod {namespace}/{name}: Precondition failed: UID in precondition: {wanted}, "
+        f"UID in object meta: {found}"
+    )
 
 
 class ClusterPort(abc.ABC):

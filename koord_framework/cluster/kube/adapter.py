@@ -48,7 +48,15 @@ from koord_framework.cluster.kube.transport import (
 )
 from koord_framework.cluster.kube.watch import DEFAULT_PAGE_SIZE, KindWatcher, Known, list_all, seed_known
 from koord_framework.cluster.memory import EVICTION_EVENT_REASON, STATUS_SUBRESOURCE_KINDS
-from koord_framework.cluster.port import ClusterPort, EventRecord, EvictionRecord, Handler, Obj, WatchEvent
+from koord_framework.cluster.port import (
+    ClusterPort,
+    EventRecord,
+    EvictionRecord,
+    Handler,
+    Obj,
+    WatchEvent,
+    uid_precondition_failed,
+)
 from koord_framework.errors import ClusterError, ConflictError
 
 __all__ = ["KubeCluster"]
@@ -359,10 +367,7 @@ class KubeCluster(ClusterPort):
         pod = self.get("Pod", name, ns)
         found_uid = str(_meta(pod).get("uid") or "")
         if uid and found_uid and found_uid != uid:
-            raise ConflictError(
-                f"evicting pod {ns}/{name}: Precondition failed: UID in precondition: {uid}, "
-                f"UID in object meta: {found_uid}"
-            )
+            raise uid_precondition_failed(ns, name, uid, found_uid)
         uid = uid or found_uid
         node = str((pod.get("spec") or {}).get("nodeName") or "")
         # The precondition names the pod the caller decided about (else the one read above): a pod
