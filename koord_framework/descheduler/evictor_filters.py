@@ -160,16 +160,15 @@ def _non_terminal(pods: Iterable[PodInfo]) -> list[PodInfo]:
     return [p for p in pods if p.phase not in ("Succeeded", "Failed")]
 
 
-def anti_affinity_conflict(pod: PodInfo, node: NodeRecord, pods_on_node: PodsOnNode) -> str | None:
-    """kubernetes-sigs/descheduler v0.35.1 ``podMatchesInterPodAntiAffinity``: an error when a pod running on
-    ``node`` (not Succeeded/Failed, not named like ``pod``) matches one of ``pod``'s required anti-affinity
-    terms (the term's namespaces, else the pod's own; its label selector) and ``node`` has the term's
-    topology key. A selector that does not parse is an error too, as in Go."""
+def anti_affinity_conflict(pod: PodInfo, node: NodeRecord, running: Sequence[PodInfo]) -> str | None:
+    """kubernetes-sigs/descheduler v0.35.1 ``podMatchesInterPodAntiAffinity``: an error when a pod of
+    ``running`` (the node's pods that are not Succeeded/Failed), not named like ``pod``, matches one of
+    ``pod``'s required anti-affinity terms (the term's namespaces, else the pod's own; its label selector)
+    and ``node`` has the term's topology key. A selector that does not parse is an error too, as in Go."""
     anti = (pod.affinity or {}).get("podAntiAffinity") or {}
     terms = anti.get("requiredDuringSchedulingIgnoredDuringExecution") or ()
     if not terms:
         return None
-    running = _non_terminal(pods_on_node(node.name))
     for term in terms:
         namespaces = set(term.get("namespaces") or ()) or {pod.namespace}
         try:
@@ -203,7 +202,8 @@ def node_fit(
     if find_untolerated_taint(node.taints, pod.tolerations, DO_NOT_SCHEDULE_EFFECTS) is not None:
         errors.append("pod does not tolerate taints on the node")
     names = list(pod.requests)
-    available = node_available(node, node_requested(_non_terminal(pods_on_node(node.name)), names), names)
+    running = _non_terminal(pods_on_node(node.name))
+    available = node_available(node, node_requested(running, names), names)
     for n in names:
         # Go compares MilliValue()s; our integers keep the same order for every resource.
         if n not in available or pod.requests[n] > available[n]:
@@ -213,7 +213,7 @@ def node_fit(
     if node.unschedulable:
         errors.append("node is not schedulable")
     if descheduler:
-        conflict = anti_affinity_conflict(pod, node, pods_on_node)
+        conflict = anti_affinity_conflict(pod, node, running)
         if conflict is not None:
             errors.append(conflict)
     return errors
