@@ -12,7 +12,7 @@ Both plugins have vectorised forms over the ``NodeTable`` that agree exactly wit
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -212,26 +212,12 @@ class _AllocationScorer:
 
     @staticmethod
     def node_values(node: NodeInfo, terms: Sequence[_Term]) -> tuple[list[int], list[int], list[int]]:
-        """(requested, allocatable, weight) of the resources that count on this node, in configured order.
-
-        A resource counts when the node has a non-zero allocatable of it; the others are left out of the
-        score (kube-scheduler's (0, 0) pair, which every strategy skips).
-        """
+        """(requested, allocatable, weight) of the resources that count on this node (``_counted``), in
+        configured order, as three lists."""
         requested: list[int] = []
         allocatable: list[int] = []
         weights: list[int] = []
-        alloc = node.allocatable
-        node_requested = node.requested
-        for source, name, pod_req, weight in terms:
-            a = alloc.get(name, 0)
-            if a == 0:
-                continue
-            if source == _NON_ZERO_CPU:
-                r = node.non_zero_cpu + pod_req
-            elif source == _NON_ZERO_MEMORY:
-                r = node.non_zero_memory + pod_req
-            else:
-                r = node_requested.get(name, 0) + pod_req
+        for r, a, weight in _counted(node, terms):
             requested.append(r)
             allocatable.append(a)
             weights.append(weight)
@@ -313,14 +299,13 @@ def _balanced_matrix(requested: Int64Array, allocatable: Int64Array) -> Int64Arr
     return _balanced_array(list(requested), list(allocatable), n)
 
 
-def _least_node(node: NodeInfo, shape: _ScoreShape) -> int:
-    """LeastAllocated on one node: per counted resource ``(allocatable - requested) × 100 / allocatable``
-    (0 when over), weighted mean. One pass without building ``node_values``' lists: it is the default
-    strategy, patched into the row cache for every node a pod lands on."""
+def _counted(node: NodeInfo, terms: Sequence[_Term]) -> Iterator[tuple[int, int, int]]:
+    """(requested with the pod, allocatable, weight) of each resource that counts on ``node``: those it has
+    a non-zero allocatable of (kube-scheduler's (0, 0) pair, which every strategy skips). cpu and memory
+    come from the non-zero sums where the strategy scores those."""
     alloc = node.allocatable
     node_requested = node.requested
-    node_score = weight_sum = 0
-    for source, name, pod_req, weight in shape.terms:
+    for source, name, pod_req, weight in terms:
         a = alloc.get(name, 0)
         if a == 0:
             continue
@@ -330,6 +315,15 @@ def _least_node(node: NodeInfo, shape: _ScoreShape) -> int:
             r = node.non_zero_memory + pod_req
         else:
             r = node_requested.get(name, 0) + pod_req
+        yield r, a, weight
+
+
+def _least_node(node: NodeInfo, shape: _ScoreShape) -> int:
+    """LeastAllocated on one node: per counted resource ``(allocatable - requested) × 100 / allocatable``
+    (0 when over), weighted mean, without building ``node_values``' lists: it is the default strategy,
+    patched into the row cache for every node a pod lands on."""
+    node_score = weight_sum = 0
+    for r, a, weight in _counted(node, shape.terms):
         if r <= a:  # an over-committed resource scores 0
             free = (a - r) * MAX_NODE_SCORE  # >= 0
             # Floor division is Go's truncating one when nothing is negative (the usual a > 0).
@@ -398,19 +392,8 @@ def _rtcr_array(
 def _balanced_node(node: NodeInfo, shape: _ScoreShape) -> int:
     """BalancedAllocation on one node from the requested fractions of the counted resources, in one pass
     (it is patched into the row cache for every node a pod lands on)."""
-    alloc = node.allocatable
-    node_requested = node.requested
     fractions: list[float] = []
-    for source, name, pod_req, _ in shape.terms:
-        a = alloc.get(name, 0)
-        if a == 0:
-            continue
-        if source == _NON_ZERO_CPU:
-            r = node.non_zero_cpu + pod_req
-        elif source == _NON_ZERO_MEMORY:
-            r = node.non_zero_memory + pod_req
-        else:
-            r = node_requested.get(name, 0) + pod_req
+    for r, a, _ in _counted(node, shape.terms):
         f = float(r) / float(a)
         fractions.append(1.0 if f > 1 else f)
     return _balanced_of(fractions)
