@@ -516,31 +516,28 @@ class Framework:
     def run_pre_filter_extension_add_pod(
         self, state: CycleState, pod: PodInfo, to_add: PodInfo, node: NodeInfo
     ) -> Status:
-        for name, p in self.pre_filter:
-            if name in state.skip_filter:
-                continue
-            ext = p.pre_filter_extensions()
-            if ext is None:
-                continue
-            s = _safe_ext(ext, "add", state, pod, to_add, node)
-            if not s.is_success:
-                return Status(Code.ERROR, (f"running AddPod on PreFilter plugin {name}: {s.message}",), name)
-        return SUCCESS
+        return self._run_pre_filter_extension("add", state, pod, to_add, node)
 
     def run_pre_filter_extension_remove_pod(
         self, state: CycleState, pod: PodInfo, to_remove: PodInfo, node: NodeInfo
     ) -> Status:
+        return self._run_pre_filter_extension("remove", state, pod, to_remove, node)
+
+    def _run_pre_filter_extension(
+        self, which: str, state: CycleState, pod: PodInfo, other: PodInfo, node: NodeInfo
+    ) -> Status:
+        """AddPod or RemovePod on every PreFilter plugin not skipped for the pod; a failure is an Error."""
         for name, p in self.pre_filter:
             if name in state.skip_filter:
                 continue
             ext = p.pre_filter_extensions()
             if ext is None:
                 continue
-            s = _safe_ext(ext, "remove", state, pod, to_remove, node)
+            s = _safe_ext(ext, which, state, pod, other, node)
             if not s.is_success:
-                return Status(
-                    Code.ERROR, (f"running RemovePod on PreFilter plugin {name}: {s.message}",), name
-                )
+                point = "AddPod" if which == "add" else "RemovePod"
+                msg = f"running {point} on PreFilter plugin {name}: {s.message}"
+                return Status(Code.ERROR, (msg,), name)
         return SUCCESS
 
     # --- Filter -------------------------------------------------------------------------------------
