@@ -23,9 +23,9 @@ from typing import Any, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from koord_framework.scheduler.constant_arrays import all_pass
 from koord_framework.scheduler.interface import Handle, NodeInfo, NodeTable
 from koord_framework.scheduler.table import Int64Array
-from koord_plugin_kubernetes._constant import all_pass
 from koord_plugin_kubernetes._podcounts import snapshot_of
 
 A = TypeVar("A")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from koord_framework.api.objects import PodInfo
+from koord_framework.scheduler.constant_arrays import all_pass
 from koord_framework.scheduler.framework import CodedStatuses, VectorFilterStatuses
 from koord_framework.scheduler.interface import (
     ClusterEvent,
@@ -18,7 +19,6 @@ from koord_framework.scheduler.interface import (
 )
 from koord_framework.scheduler.status import Status
 from koord_framework.scheduler.table import BoolArray, Int64Array
-from koord_plugin_kubernetes._constant import all_pass
 
 ERR_REASON = "node(s) didn't match the requested node name"
 _MISMATCH = Status.unresolvable(ERR_REASON)

@@ -7,6 +7,7 @@ import numpy as np
 
 from koord_framework.api.objects import PodInfo, Taint
 from koord_framework.api.selectors import tolerations_tolerate_taint
+from koord_framework.scheduler.constant_arrays import all_pass
 from koord_framework.scheduler.framework import CodedStatuses, VectorFilterStatuses
 from koord_framework.scheduler.interface import (
     ClusterEvent,
@@ -20,7 +21,6 @@ from koord_framework.scheduler.interface import (
 )
 from koord_framework.scheduler.status import Status
 from koord_framework.scheduler.table import BoolArray, Int64Array
-from koord_plugin_kubernetes._constant import all_pass
 from koord_plugin_kubernetes._masks import take
 from koord_plugin_kubernetes._nodeindex import node_index
 

@@ -16,6 +16,7 @@ from koord_framework.api.selectors import (
     find_untolerated_taint,
     tolerations_tolerate_taint,
 )
+from koord_framework.scheduler.constant_arrays import all_pass, filled
 from koord_framework.scheduler.framework import CodedStatuses, VectorFilterStatuses
 from koord_framework.scheduler.interface import (
     ClusterEvent,
@@ -34,7 +35,6 @@ from koord_framework.scheduler.interface import (
 )
 from koord_framework.scheduler.status import MAX_NODE_SCORE, Status
 from koord_framework.scheduler.table import BoolArray, Int64Array
-from koord_plugin_kubernetes._constant import all_pass, filled
 from koord_plugin_kubernetes._nodeindex import NodeAttributeIndex, node_index
 from koord_plugin_kubernetes._normalize import (
     VectorNormalize,

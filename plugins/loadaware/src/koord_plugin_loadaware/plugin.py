@@ -22,6 +22,7 @@ import numpy as np
 from koord_framework.api.objects import NodeRecord, PodInfo
 from koord_framework.api.qos import PriorityClass
 from koord_framework.plugin import PluginArgs
+from koord_framework.scheduler.constant_arrays import all_pass
 from koord_framework.scheduler.cycle_state import CycleState
 from koord_framework.scheduler.framework import CodedStatuses, VectorFilterStatuses
 from koord_framework.scheduler.interface import (
@@ -355,15 +356,15 @@ class LoadAwareScheduling(
         incoming = self.incoming(state, pod)
         n = rows.size
         if incoming.daemonset or n == 0:
-            return np.ones(n, dtype=np.bool_)
+            return all_pass(n)
         if not self.columns.gated_rows:
             self._sync(table)
             if not self.columns.gated_rows:  # no node has a threshold (Koordinator's shipped profile)
-                return np.ones(n, dtype=np.bool_)
+                return all_pass(n)
         size = self._prepare(table)
         verdicts = self._filter_cache.get(incoming.filter_key, size)
         if verdicts.counts[self._PASS] == size:  # no node rejects this pod shape
-            return np.ones(n, dtype=np.bool_)
+            return all_pass(n)
         passed: BoolArray = verdicts.is_zero.take(rows)
         rejected = n - int(np.count_nonzero(passed))
         if rejected:

@@ -1,9 +1,10 @@
-"""Read-only constant arrays handed out as views, for answers that are the same on every row.
+"""Read-only constant arrays handed out as views, for vectorised answers that are the same on every row.
 
 Most pods make most filters trivial (no ``nodeName``, no cordoned or tainted node): the answer is "every row
 passes", and allocating it anew each cycle costs more than deciding it. The views share one buffer per
 constant that grows as needed. They are read-only, so a caller that tried to modify one would fail loudly
-instead of changing the answer for everybody else.
+instead of changing the answer for everybody else. The framework only reads what ``filter_all``,
+``score_all`` and ``normalize_all`` return, so any plugin may answer with these.
 """
 
 from __future__ import annotations
