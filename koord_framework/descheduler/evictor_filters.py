@@ -97,17 +97,21 @@ def evictable_by_priority(pod: PodInfo, threshold: int) -> bool:
 def resolve_priority_threshold(cluster: ClusterPort, value: int | None, name: str | None) -> int | None:
     """``GetPriorityValueFromPriorityThreshold``: the value, or the named PriorityClass's value.
 
-    Neither set: None (no threshold). A name that does not exist raises ``NotFoundError``.
+    Neither set: None (no threshold). A name that does not exist raises ``NotFoundError``; a threshold above
+    system-critical raises ``ValueError``, as upstream refuses it (it would protect less than the
+    system-critical check already does).
     """
-    if value is not None:
-        return value
-    if name:
+    if value is None and name:
         try:
             obj = cluster.get("PriorityClass", name)
         except NotFoundError as err:
             raise NotFoundError(f"priority threshold: PriorityClass {name!r} not found") from err
-        return int(obj.get("value") or 0)
-    return None
+        value = int(obj.get("value") or 0)
+    if value is not None and value > SYSTEM_CRITICAL_PRIORITY:
+        raise ValueError(
+            f"priority threshold can't be greater than {SYSTEM_CRITICAL_PRIORITY} (resolved to {value})"
+        )
+    return value
 
 
 def base_check_reasons(pod: PodInfo) -> list[str]:

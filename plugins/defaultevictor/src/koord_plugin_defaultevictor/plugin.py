@@ -124,21 +124,13 @@ class DefaultEvictor(DeschedulerPlugin, FilterPlugin, PreEvictionFilterPlugin, E
             )
             pt = args.priority_threshold
             if pt is not None and pt.is_set:
-                threshold = resolve_priority_threshold(self.handle.cluster, pt.value, pt.name)
-                assert threshold is not None
-                if threshold > SYSTEM_CRITICAL_PRIORITY:
-                    # GetPriorityValueFromPriorityThreshold: a threshold above system-critical would let
-                    # the threshold protect less than the critical check already does; upstream refuses it.
+                try:
+                    threshold = resolve_priority_threshold(self.handle.cluster, pt.value, pt.name)
+                except ValueError as err:
                     raise ValidationError(
-                        "DefaultEvictorArgs",
-                        [
-                            Problem(
-                                "priorityThreshold",
-                                f"priority threshold can't be greater than {SYSTEM_CRITICAL_PRIORITY} "
-                                f"(resolved to {threshold})",
-                            )
-                        ],
-                    )
+                        "DefaultEvictorArgs", [Problem("priorityThreshold", str(err))]
+                    ) from None
+                assert threshold is not None
                 self._threshold = threshold
                 add(
                     lambda p: (
