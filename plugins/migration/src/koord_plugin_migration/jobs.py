@@ -31,7 +31,6 @@ REASON_MISSING_POD = "MissingPod"
 REASON_FORBIDDEN = "ForbiddenMigratePod"
 REASON_EVICTING = "Evicting"
 REASON_EVICT_COMPLETE = "EvictComplete"
-REASON_FAILED_EVICT = "FailedEvict"
 
 ANNOTATION_EVICT_REASON = "koordinator.sh/evict-reason"
 ANNOTATION_EVICT_TRIGGER = "koordinator.sh/evict-trigger"
