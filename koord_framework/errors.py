@@ -91,6 +91,16 @@ class NotFoundError(ClusterError):
     pass
 
 
+class KindNotServedError(NotFoundError):
+    """The API server does not serve ``kind`` at all (HTTP 404 on its collection): its
+    CustomResourceDefinition is not installed. Distinct from one missing object, so that a component can
+    wait for the CRD (or fail) naming the kind and how to install it instead of dying on a bare 404."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        self.kind = kind
+        super().__init__(message)
+
+
 class ConflictError(ClusterError):
     """Optimistic-concurrency conflict, an object that already exists, or a pod that is already bound."""
 

@@ -34,6 +34,7 @@ class HealthServer:
     """``/healthz`` (also ``/livez``), ``/readyz`` and ``/metrics`` over HTTP in a daemon thread.
 
     ``healthy`` and ``ready`` are called per request, so they see the component's state of the moment;
+    a failing probe's body is ``unhealthy`` / ``not ready``, followed by ``reason()`` when that says why.
     ``/metrics`` renders ``registry``. Port 0 picks a free port (``port`` tells which). ``flag`` names the
     command-line option the address came from, for the error when it is malformed or cannot be bound.
     """
@@ -46,11 +47,13 @@ class HealthServer:
         healthy: Callable[[], bool] = lambda: True,
         ready: Callable[[], bool] = lambda: True,
         flag: str = "--address",
+        reason: Callable[[], str] = lambda: "",
     ) -> None:
         host, port = parse_address(address, flag)
         self.registry = registry
         self.healthy = healthy
         self.ready = ready
+        self.reason = reason
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -60,12 +63,16 @@ class HealthServer:
                     self._answer(200, generate_latest(server.registry), CONTENT_TYPE_LATEST)
                 elif path in ("/healthz", "/livez"):
                     ok = server.healthy()
-                    self._answer(200 if ok else 500, b"ok" if ok else b"unhealthy", "text/plain")
+                    self._answer(200 if ok else 500, b"ok" if ok else self._why(b"unhealthy"), "text/plain")
                 elif path == "/readyz":
                     ok = server.ready()
-                    self._answer(200 if ok else 503, b"ok" if ok else b"not ready", "text/plain")
+                    self._answer(200 if ok else 503, b"ok" if ok else self._why(b"not ready"), "text/plain")
                 else:
                     self._answer(404, b"not found", "text/plain")
+
+            def _why(self, what: bytes) -> bytes:
+                detail = server.reason()
+                return what + b": " + detail.encode() if detail else what
 
             def _answer(self, status: int, body: bytes, content_type: str) -> None:
                 self.send_response(status)

@@ -7,16 +7,23 @@
 Each connects to the API server (``--kubeconfig``; without it in-cluster credentials in a pod, else
 ``$KOORD_KUBECONFIG`` / ``$KUBECONFIG`` / ``~/.kube/config``), serves ``/healthz``, ``/readyz`` and
 ``/metrics`` on ``--address``, and, when the configuration's ``leaderElection.leaderElect`` is on (the
-default), works only while it holds the Lease ``leaderElection.resourceNamespace/resourceName``. A replica
-that loses the Lease exits with status 1 so that its pod restarts as a clean standby, as kube-scheduler
-does; SIGTERM stops it cleanly and hands the Lease over at once.
+default), works only while it holds the Lease ``leaderElection.resourceNamespace/resourceName``. SIGTERM
+stops it cleanly and hands the Lease over at once.
 
 Client rate limits: ``--client-qps``/``--client-burst`` when given, else the configuration's
 ``clientConnection`` when it sets them, else the platform's defaults (5,000 / 10,000: kube-scheduler's
 50 / 100 caps binding at about 50 pods per second).
 
-``/readyz`` answers 200 once the process is connected and, while it leads, once its caches are filled; a
-standby is ready (it serves health and metrics). ``/healthz`` fails only when the component stopped.
+A component that cannot do its job says so (``koord_framework.component``): a failure that stops the work
+(a plugin that cannot be built, an unexpected exception in the scheduling or descheduling loop, a lost
+Lease) fails ``/healthz``, releases the Lease and the port, prints ``koord <command>: fatal: <cause>`` and
+exits with status 1; an error inside one scheduling cycle stays that pod's error. A kind the profile needs
+but the cluster does not serve (a CRD not installed) is named with the way to install it; the scheduler
+waits for it unready, the descheduler waits for NodeMetric and gives up on PodMigrationJob/Reservation
+after two minutes (``docs/components.md``). ``/readyz`` answers 200 while the replica is a standby, or leads
+with its caches filled.
+
+Exit status: 0 stopped on request, 1 the work died or the Lease was lost, 2 bad input.
 """
 
 from __future__ import annotations
@@ -24,23 +31,32 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import signal
 import socket
 import sys
 import threading
 import uuid
-from typing import Any, Protocol
+from typing import Any
 
-from prometheus_client import CollectorRegistry, Gauge
+from prometheus_client import CollectorRegistry
 
+from koord_framework.cluster.port import ClusterPort
+from koord_framework.component import (
+    CONTROLLER_CACHE_SYNC_TIMEOUT,
+    EXIT_FAILED,
+    EXIT_OK,
+    Component,
+    ComponentRunner,
+    MissingKindPolicy,
+)
 from koord_framework.errors import KoordError
 from koord_framework.health import HealthServer  # re-exported: its first home was this module
 
-__all__ = ["HealthServer", "klog_level", "register"]
+__all__ = ["MISSING_KINDS", "HealthServer", "klog_level", "register", "serve"]
 
 log = logging.getLogger("koord")
 
-EXIT_OK, EXIT_LOST_LEASE, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_LOST_LEASE, EXIT_BAD_INPUT = EXIT_FAILED, 2
+__all__ += ["EXIT_BAD_INPUT", "EXIT_FAILED", "EXIT_LOST_LEASE", "EXIT_OK"]
 
 DEFAULT_ADDRESS = {"scheduler": "0.0.0.0:10251", "descheduler": "0.0.0.0:10251"}
 LEASE_NAMESPACE = "koordinator-system"
@@ -53,23 +69,28 @@ def klog_level(verbosity: int) -> int:
 
 
 # --- the components --------------------------------------------------------------------------------------
-class Component(Protocol):
-    """What a serving command runs while it leads."""
-
-    def run(self, stop: threading.Event) -> None: ...
-
-    def ready(self) -> bool: ...
-
-    def close(self) -> None: ...
-
-
 class SchedulerComponent:
-    def __init__(self, cluster: Any, loaded: Any, registry: CollectorRegistry) -> None:
+    """koord-scheduler as a ``koord_framework.component.Component``."""
+
+    def __init__(self, cluster: ClusterPort, loaded: Any, registry: CollectorRegistry) -> None:
+        from koord_framework.cluster.informer import SharedInformer
         from koord_framework.scheduler.scheduler import Scheduler
 
-        self.scheduler = Scheduler.from_config(
-            cluster, loaded, async_binding=True, metrics_registry=registry, seed=None
-        )
+        # The informer is made here, not by the Scheduler, so that a build failing half-way (a plugin
+        # listing a kind the cluster does not serve) stops the watches it had already started.
+        self.informer = SharedInformer(cluster)
+        try:
+            self.scheduler = Scheduler.from_config(
+                cluster,
+                loaded,
+                informer=self.informer,
+                async_binding=True,
+                metrics_registry=registry,
+                seed=None,
+            )
+        except BaseException:
+            self.informer.stop()
+            raise
         self._started = threading.Event()
 
     def run(self, stop: threading.Event) -> None:
@@ -81,14 +102,32 @@ class SchedulerComponent:
         return self._started.is_set()
 
     def close(self) -> None:
-        self.scheduler.close()
+        try:
+            self.scheduler.close()
+        finally:
+            self.informer.stop()
 
 
 class DeschedulerComponent:
-    def __init__(self, cluster: Any, loaded: Any, registry: CollectorRegistry, dry_run: bool | None) -> None:
+    """koord-descheduler as a ``koord_framework.component.Component``: a cycle every
+    ``deschedulingInterval``, background plugins (migration jobs) working in between."""
+
+    def __init__(
+        self, cluster: ClusterPort, loaded: Any, registry: CollectorRegistry, dry_run: bool | None
+    ) -> None:
+        from koord_framework.cluster.informer import SharedInformer
+        from koord_framework.descheduler.cache import DeschedulerCache
         from koord_framework.descheduler.descheduler import Descheduler
 
-        self.descheduler = Descheduler.from_config(loaded, cluster, dry_run=dry_run, metrics=registry)
+        self.informer = SharedInformer(cluster)
+        try:
+            cache = DeschedulerCache(self.informer)
+            self.descheduler = Descheduler.from_config(
+                loaded, cluster, dry_run=dry_run, metrics=registry, cache=cache
+            )
+        except BaseException:
+            self.informer.stop()
+            raise
         self.interval = max(float(loaded.config.descheduling_interval), 1.0)
         self._started = threading.Event()
 
@@ -114,7 +153,22 @@ class DeschedulerComponent:
         return self._started.is_set()
 
     def close(self) -> None:
-        self.descheduler.close()
+        try:
+            self.descheduler.close()
+        finally:
+            self.informer.stop()
+
+
+MISSING_KINDS = {
+    # koord-scheduler's informer factories wait for their caches without a time limit.
+    "scheduler": MissingKindPolicy(),
+    # koord-descheduler: LowNodeLoad's NodeMetric informer waits without a limit; the migration controller
+    # is a controller-runtime controller, which gives up after its CacheSyncTimeout and ends the process.
+    "descheduler": MissingKindPolicy(
+        {"PodMigrationJob": CONTROLLER_CACHE_SYNC_TIMEOUT, "Reservation": CONTROLLER_CACHE_SYNC_TIMEOUT}
+    ),
+}
+"""Per command, what a kind the cluster does not serve does to it (the table is in docs/components.md)."""
 
 
 # --- the command -----------------------------------------------------------------------------------------
@@ -174,12 +228,20 @@ def _client_limits(args: argparse.Namespace, client_connection: Any) -> tuple[fl
     return qps, burst
 
 
-def serve(name: str, args: argparse.Namespace) -> int:
+def serve(
+    name: str,
+    args: argparse.Namespace,
+    *,
+    cluster: ClusterPort | None = None,
+    stop: threading.Event | None = None,
+) -> int:
+    """The command. ``cluster`` replaces the one the kubeconfig names (tests run it on the embedded
+    cluster); setting ``stop`` ends the run as SIGTERM does."""
     logging.basicConfig(
         level=klog_level(args.v), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )
     _check_feature_gates(args.feature_gates)
-    from koord_framework.cluster.kube import KubeCluster, LeaderElectionConfig, LeaderElector
+    from koord_framework.cluster.kube import KubeCluster, LeaderElectionConfig
     from koord_framework.config.loader import load_descheduler_config, load_scheduler_config
     from koord_framework.settings import load_settings
 
@@ -187,101 +249,53 @@ def serve(name: str, args: argparse.Namespace) -> int:
         load_scheduler_config(args.config) if name == "scheduler" else load_descheduler_config(args.config)
     )
     cfg = loaded.config
-    qps, burst = _client_limits(args, getattr(cfg, "client_connection", None))
-    kubeconfig = args.kubeconfig or getattr(getattr(cfg, "client_connection", None), "kubeconfig", "") or None
-    kubeconfig = kubeconfig or load_settings().kubeconfig
-    cluster = KubeCluster.from_kubeconfig(kubeconfig, qps=qps, burst=burst, component=f"koord-{name}")
+    election = cfg.leader_election
+    leader_elect = election.leader_elect if args.leader_elect is None else args.leader_elect == "true"
+    lease = None
+    if leader_elect:
+        lease = LeaderElectionConfig(
+            name=election.resource_name or f"koord-{name}",
+            namespace=election.resource_namespace or os.environ.get("POD_NAMESPACE") or LEASE_NAMESPACE,
+            identity=args.identity or f"{socket.gethostname()}_{uuid.uuid4()}",
+            lease_duration=float(election.lease_duration),
+            renew_deadline=float(election.renew_deadline),
+            retry_period=float(election.retry_period),
+        )
+    if cluster is None:
+        connection = getattr(cfg, "client_connection", None)
+        qps, burst = _client_limits(args, connection)
+        kubeconfig = args.kubeconfig or getattr(connection, "kubeconfig", "") or load_settings().kubeconfig
+        cluster = KubeCluster.from_kubeconfig(
+            kubeconfig or None, qps=qps, burst=burst, component=f"koord-{name}"
+        )
+    port: ClusterPort = cluster
     registry = CollectorRegistry()
-    leading = Gauge("koord_leader_is_leader", "1 while this replica holds the lease", registry=registry)
 
-    component: Component | None = None
-    stopping = threading.Event()
-    lost = threading.Event()
-    connected = threading.Event()
+    def build() -> Component:
+        if name == "scheduler":
+            return SchedulerComponent(port, loaded, registry)
+        return DeschedulerComponent(port, loaded, registry, getattr(args, "dry_run", None))
 
-    def ready() -> bool:
-        if not connected.is_set():
-            return False
-        return component.ready() if component is not None else True
-
-    health = HealthServer(args.address, registry, healthy=lambda: not lost.is_set(), ready=ready).start()
-    log.info("koord %s: serving /healthz, /readyz, /metrics on port %d", name, health.port)
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stopping.set())
+    def connect() -> None:
+        if isinstance(port, KubeCluster):
+            port.resource("Pod")  # discovery fails fast on bad credentials or an unreachable server
 
     try:
-        cluster.resource("Pod")  # discovery: fails fast on bad credentials or an unreachable server
-        connected.set()
-
-        work_stop = threading.Event()
-        work_done = threading.Event()
-
-        def lead(leadership_over: threading.Event) -> None:
-            nonlocal component
-            leading.set(1)
-            threading.Thread(
-                target=_stop_when_any, args=(work_stop, leadership_over, stopping), daemon=True
-            ).start()
-            try:
-                component = _build(name, cluster, loaded, registry, args)
-                component.run(work_stop)
-                component.close()
-            finally:
-                leading.set(0)
-                work_done.set()
-
-        election = cfg.leader_election
-        leader_elect = election.leader_elect if args.leader_elect is None else args.leader_elect == "true"
-        if not leader_elect:
-            worker = threading.Thread(target=lead, args=(stopping,), name=name, daemon=True)
-            worker.start()
-            while worker.is_alive() and not stopping.wait(0.5):
-                pass
-            work_done.wait(30)
-            return EXIT_OK
-        identity = args.identity or f"{socket.gethostname()}_{uuid.uuid4()}"
-        elector = LeaderElector(
-            cluster,
-            LeaderElectionConfig(
-                name=election.resource_name or f"koord-{name}",
-                namespace=election.resource_namespace or os.environ.get("POD_NAMESPACE") or LEASE_NAMESPACE,
-                identity=identity,
-                lease_duration=float(election.lease_duration),
-                renew_deadline=float(election.renew_deadline),
-                retry_period=float(election.retry_period),
-            ),
-            on_started_leading=lead,
+        runner = ComponentRunner(
+            name,
+            build,
+            address=args.address,
+            registry=registry,
+            cluster=port,
+            leader_election=lease,
+            missing_kinds=MISSING_KINDS[name],
+            preflight=connect,
         )
-        log.info("koord %s: %s waiting for the lease", name, identity)
-        thread = elector.start()
-        while thread.is_alive() and not stopping.wait(0.5):
-            pass
-        if not stopping.is_set():
-            lost.set()
-            log.error("koord %s: leader election lost", name)
-            return EXIT_LOST_LEASE
-        # Finish in-flight work before handing the lease over, so two replicas never act at once.
-        if elector.leading.is_set():
-            work_done.wait(30)
-        elector.stop()
-        return EXIT_OK
+        return runner.run(stop)
     finally:
-        health.close()
-        cluster.close()
-
-
-def _stop_when_any(stop: threading.Event, *events: threading.Event) -> None:
-    while not any(e.wait(0.2) for e in events):
-        pass
-    stop.set()
-
-
-def _build(
-    name: str, cluster: Any, loaded: Any, registry: CollectorRegistry, args: argparse.Namespace
-) -> Component:
-    if name == "scheduler":
-        return SchedulerComponent(cluster, loaded, registry)
-    return DeschedulerComponent(cluster, loaded, registry, getattr(args, "dry_run", None))
+        close = getattr(port, "close", None)  # a real cluster's connections and watches
+        if callable(close):
+            close()
 
 
 def main(argv: list[str] | None = None) -> int:

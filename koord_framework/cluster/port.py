@@ -89,6 +89,11 @@ class ClusterPort(abc.ABC):
     def list(self, kind: str, namespace: str | None = None) -> tuple[list[Obj], int]:
         """All objects of a kind (optionally one namespace) and the resourceVersion they were read at."""
 
+    def serves(self, kind: str) -> bool:
+        """Whether the cluster serves ``kind`` at this moment (a CRD may be installed later). The embedded
+        cluster serves every known kind; the real adapter asks the API server's discovery."""
+        return True
+
     @abc.abstractmethod
     def subscribe(
         self, kinds: Iterable[str], handler: Handler, since: int | None = None

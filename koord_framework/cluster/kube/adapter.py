@@ -57,7 +57,8 @@ from koord_framework.cluster.port import (
     WatchEvent,
     uid_precondition_failed,
 )
-from koord_framework.errors import ClusterError, ConflictError
+from koord_framework.cluster.served import install_hint
+from koord_framework.errors import ClusterError, ConflictError, KindNotServedError, NotFoundError
 
 __all__ = ["KubeCluster"]
 
@@ -172,7 +173,14 @@ class KubeCluster(ClusterPort):
     def list(self, kind: str, namespace: str | None = None) -> tuple[list[Obj], int]:
         resource = self.resource(kind)
         ns = self._namespace(resource, namespace) if namespace is not None else None
-        items, rv = list_all(self.transport, resource, ns, page_size=self.page_size)
+        try:
+            items, rv = list_all(self.transport, resource, ns, page_size=self.page_size)
+        except NotFoundError as err:
+            # A collection answers 404 only when its resource is not served (a namespace that does not
+            # exist lists as empty): the kind's CRD is missing. Say which, and how to install it.
+            raise KindNotServedError(
+                kind, f"the API server does not serve {kind} ({err}); {install_hint(kind)}"
+            ) from err
         version = int(rv) if rv.isdigit() else 0
         if ns is None:
             # A full list is usually followed by subscribe(since=version): remember what the subscriber
@@ -180,6 +188,9 @@ class KubeCluster(ClusterPort):
             with self._lock:
                 self._listed[kind] = (version, seed_known(items))
         return items, version
+
+    def serves(self, kind: str) -> bool:
+        return self.transport.serves(kind)
 
     def subscribe(
         self, kinds: Iterable[str], handler: Handler, since: int | None = None

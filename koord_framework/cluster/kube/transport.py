@@ -249,6 +249,20 @@ class Transport:
         # Not served (yet): do not cache, so a CRD installed later is found on the next call.
         return self._canonical(info)
 
+    def serves(self, kind: str) -> bool:
+        """Whether the server serves ``kind`` now. Discovery of its group versions is asked afresh, so a
+        CRD installed since the last look is seen."""
+        info = KINDS.get(kind)
+        if info is None:
+            return False
+        with self._lock:
+            self._resources.pop(kind, None)
+            for api_version in (info.api_version, *_FALLBACK_VERSIONS.get(kind, ())):
+                self._discovery.pop(api_version, None)
+        self.resource(kind)
+        with self._lock:
+            return kind in self._resources
+
     @staticmethod
     def _canonical(info: KindInfo) -> Resource:
         return Resource(info.kind, info.api_version, info.plural, info.namespaced, has_status=True)
