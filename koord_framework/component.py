@@ -29,12 +29,13 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, Protocol, TextIO
 
 from prometheus_client import CollectorRegistry, Gauge
+from prometheus_client.metrics_core import Metric
 
 from koord_framework.cluster.served import install_hint, is_builtin
 from koord_framework.errors import KindNotServedError
@@ -132,9 +133,11 @@ class _Fatal(Exception):
 class ComponentRunner:
     """Runs one component until asked to stop or until its work dies; see the module docstring.
 
-    ``build`` makes the component; it is called in the work thread (again after waiting for a missing kind,
-    and on every new term as leader), and whatever it starts must be stopped by ``close`` -- or by ``build``
-    itself when it raises half-way. ``cluster`` is needed for leader election and lets the runner ask the
+    ``build(registry)`` makes the component; it is called in the work thread (again after waiting for a
+    missing kind), and whatever it starts must be stopped by ``close`` -- or by ``build`` itself when it
+    raises half-way. Each call gets a fresh registry for the component's metrics (a rebuilt component
+    registers its series again); ``/metrics`` shows ``registry`` (the runner's own series) and the current
+    component's. ``cluster`` is needed for leader election and lets the runner ask the
     API server whether a missing kind is served yet (without it, ``build`` is retried). ``preflight`` runs
     once before anything else (a discovery call that fails fast on bad credentials).
     """
@@ -142,7 +145,7 @@ class ComponentRunner:
     def __init__(
         self,
         name: str,
-        build: Callable[[], Component],
+        build: Callable[[CollectorRegistry], Component],
         *,
         address: str,
         registry: CollectorRegistry | None = None,
@@ -178,6 +181,8 @@ class ComponentRunner:
         self._lost = threading.Event()
         self._work_done = threading.Event()
         self._stop = threading.Event()
+        self._current = _CurrentRegistry()
+        self.registry.register(self._current)
         self._reason = ""
         self._waiting_for = ""
         self._waiting_since: dict[str, float] = {}
@@ -311,7 +316,9 @@ class ComponentRunner:
             while not stop.is_set():
                 component: Component | None = None
                 try:
-                    component = self.build()
+                    registry = CollectorRegistry()
+                    component = self.build(registry)
+                    self._current.registry = registry
                     with self._lock:
                         self._component = component
                     component.run(stop)
@@ -388,6 +395,20 @@ class ComponentRunner:
         finally:
             with self._lock:
                 self._waiting_for = ""
+
+
+class _CurrentRegistry:
+    """A collector showing the series of the component built last (none before the first build)."""
+
+    def __init__(self) -> None:
+        self.registry: CollectorRegistry | None = None
+
+    def describe(self) -> list[Metric]:
+        return []  # its names change with each build: no duplicate check against them
+
+    def collect(self) -> Iterable[Metric]:
+        registry = self.registry
+        return registry.collect() if registry is not None else ()
 
 
 def _is_expected(exc: BaseException) -> bool:

@@ -16,12 +16,17 @@ SIGTERM or SIGINT (or for ``--duration`` seconds), printing each decision, write
 and serves on ``--health-address`` (default ``0.0.0.0:9316``, the port of Koordinator's koordlet ``-addr``,
 which is also accepted):
 
-* ``/healthz``: 200 while the process runs;
+* ``/healthz``: 200 while the agent's loop is alive;
 * ``/readyz``: 200 once the agent has read the node's usage from the host and every QoS strategy has had
   its first round;
 * ``/metrics``: the agent's own metrics (strategy durations, host writes, evictions).
 
-Exit status: 0 ok, 1 a strategy or report failed during ``--once``, 2 bad input.
+A QoS strategy that raises is logged and counted, never fatal; an exception out of the agent's loop itself
+fails ``/healthz`` and ends the process with status 1 and the line ``koord koordlet: fatal: <cause>``. On a
+cluster that does not serve NodeSLO or NodeMetric (their CRDs not installed) the agent waits, unready, and
+says once how to install them (``koord_framework.component``, docs/components.md).
+
+Exit status: 0 ok, 1 a strategy or report failed during ``--once`` or the agent's loop died, 2 bad input.
 """
 
 from __future__ import annotations
@@ -29,18 +34,19 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import sys
 import threading
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TextIO
 
 import yaml
 
 from koord_framework.cluster.port import ClusterPort
-from koord_framework.health import HealthServer, parse_address
+from koord_framework.cluster.served import install_hint
+from koord_framework.component import ComponentRunner
+from koord_framework.errors import KindNotServedError
+from koord_framework.health import parse_address
 from koord_framework.koordlet.agent import (
     AgentOptions,
     KoordletAgent,
@@ -136,31 +142,63 @@ def run(args: argparse.Namespace, *, stop: threading.Event | None = None) -> int
     return _serve(agent, args, stop or threading.Event())
 
 
+KOORDLET_WAITS_FOR = ("NodeSLO", "NodeMetric")
+"""Kinds the long-running agent waits for, unready, when the cluster does not serve them, as Koordinator's
+states informer waits for its NodeSLO and NodeMetric informers to sync. NodeResourceTopology and Device are
+not awaited: the agent runs without them (no topology report, no device view)."""
+
+
+class KoordletComponent:
+    """The agent as a ``koord_framework.component.Component``."""
+
+    def __init__(
+        self, agent: KoordletAgent, readiness: Readiness, on_step: Callable[[RoundReport], None]
+    ) -> None:
+        cluster = agent.cluster
+        for kind in KOORDLET_WAITS_FOR if cluster is not None else ():
+            assert cluster is not None
+            if not cluster.serves(kind):
+                raise KindNotServedError(kind, f"the API server does not serve {kind}; {install_hint(kind)}")
+        self.agent, self.readiness, self.on_step = agent, readiness, on_step
+
+    def run(self, stop: threading.Event) -> None:
+        self.agent.run(stop, on_step=self.on_step)
+
+    def ready(self) -> bool:
+        return self.readiness()
+
+    def close(self) -> None:
+        self.agent.stop()
+
+
 def _serve(agent: KoordletAgent, args: argparse.Namespace, stop: threading.Event) -> int:
     """The long-running agent with its health server, until ``stop`` (or SIGTERM/SIGINT, or
-    ``--duration``)."""
+    ``--duration``), or until its loop dies (``koord_framework.component``: exit 1 with the reason)."""
     readiness = Readiness(s.name for s in agent.strategies)
-    # Liveness is "the process runs", deliberately not "a step finished recently": a restart throws away
-    # the in-memory metric history the NodeMetric aggregations and predictions are built from, and a step
-    # can be slow for a while when the API server is (the NodeMetric report waits on it).
-    health = HealthServer(
-        args.health_address, agent.registry, healthy=lambda: True, ready=readiness, flag="--health-address"
-    ).start()
-    print(f"koord koordlet: serving /healthz, /readyz and /metrics on port {health.port}", file=sys.stderr)
 
     def on_step(report: RoundReport) -> None:
         readiness.observe(report)
         _print_events(report, args.output, sys.stdout)
 
+    # Liveness is "the loop is alive", deliberately not "a step finished recently": a restart throws away
+    # the in-memory metric history the NodeMetric aggregations and predictions are built from, and a step
+    # can be slow for a while when the API server is (the NodeMetric report waits on it).
+    runner = ComponentRunner(
+        "koordlet",
+        # The agent (and its metrics) is built once, before: a rebuild after waiting for a kind reuses it.
+        lambda _registry: KoordletComponent(agent, readiness, on_step),
+        address=args.health_address,
+        registry=agent.registry,
+        flag="--health-address",
+        cluster=agent.cluster,
+    )
+    print(f"koord koordlet: serving /healthz, /readyz and /metrics on port {runner.port}", file=sys.stderr)
     try:
-        with _stop_on_signals(stop):
-            agent.run(stop, duration=args.duration, on_step=on_step)
+        return runner.run(stop, duration=args.duration)
     finally:
-        health.close()
         close = getattr(agent.cluster, "close", None)  # a real cluster's connections and watches
         if callable(close):
             close()
-    return EXIT_OK
 
 
 class Readiness:
@@ -195,23 +233,6 @@ class Readiness:
 
     def __call__(self) -> bool:
         return self._ready.is_set()
-
-
-@contextmanager
-def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
-    """SIGTERM (the kubelet stopping the pod) and SIGINT set ``stop`` for the duration. Python accepts
-    handlers only in the main thread; elsewhere (the command embedded, a test) the caller's ``stop`` is
-    the way to end it."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            if handler is not None:
-                signal.signal(sig, handler)
 
 
 def _cluster(args: argparse.Namespace) -> ClusterPort | None:

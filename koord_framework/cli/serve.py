@@ -269,9 +269,8 @@ def serve(
             kubeconfig or None, qps=qps, burst=burst, component=f"koord-{name}"
         )
     port: ClusterPort = cluster
-    registry = CollectorRegistry()
 
-    def build() -> Component:
+    def build(registry: CollectorRegistry) -> Component:
         if name == "scheduler":
             return SchedulerComponent(port, loaded, registry)
         return DeschedulerComponent(port, loaded, registry, getattr(args, "dry_run", None))
@@ -285,7 +284,6 @@ def serve(
             name,
             build,
             address=args.address,
-            registry=registry,
             cluster=port,
             leader_election=lease,
             missing_kinds=MISSING_KINDS[name],

@@ -179,7 +179,7 @@ def test_once_serves_nothing(
 ) -> None:
     tree = koord_host_tree(cpus=4)
     built: list[Any] = []
-    monkeypatch.setattr(koordlet, "HealthServer", lambda *a, **k: built.append(a))
+    monkeypatch.setattr(koordlet, "ComponentRunner", lambda *a, **k: built.append(a))
     argv = ["koordlet", "--node-name", "node-1", "--cluster", str(cluster_dir(tmp_path, tree))]
     argv += ["--host-root", str(tree.root), "--once", "--health-address", "not-an-address"]
     assert main(argv) == 0

@@ -109,7 +109,7 @@ def test_a_dying_work_loop_fails_healthz_releases_and_exits_non_zero_with_one_re
     hold = threading.Event()
     fake = Fake(fail_after=0.3, error=RuntimeError("injected:\nloop broke"), hold_close=hold)
     err = io.StringIO()
-    runner = ComponentRunner("thing", lambda: fake, address="127.0.0.1:0", err=err)
+    runner = ComponentRunner("thing", lambda _: fake, address="127.0.0.1:0", err=err)
     with running(runner) as (_, result):
         port = runner.port
         wait_for(lambda: get(port, "/readyz") == (200, "ok"), 10, "ready")
@@ -130,7 +130,7 @@ def test_a_dying_work_loop_fails_healthz_releases_and_exits_non_zero_with_one_re
 
 def test_a_loop_that_returns_unasked_is_a_failure() -> None:
     err = io.StringIO()
-    runner = ComponentRunner("thing", lambda: Fake(returns=True), address="127.0.0.1:0", err=err)
+    runner = ComponentRunner("thing", lambda _: Fake(returns=True), address="127.0.0.1:0", err=err)
     with running(runner) as (_, result):
         wait_for(lambda: result != [], 10, "the exit")
     assert result == [EXIT_FAILED]
@@ -138,7 +138,7 @@ def test_a_loop_that_returns_unasked_is_a_failure() -> None:
 
 
 def test_a_build_failure_is_fatal_and_names_the_cause() -> None:
-    def build() -> Component:
+    def build(_: Any) -> Component:
         raise PluginLoadError("koord.scheduler.plugins", "Broken", "koord-plugin-broken", ValueError("bad"))
 
     err = io.StringIO()
@@ -154,7 +154,7 @@ def test_a_build_failure_is_fatal_and_names_the_cause() -> None:
 def test_a_requested_stop_closes_and_exits_zero() -> None:
     fake = Fake()
     err = io.StringIO()
-    runner = ComponentRunner("thing", lambda: fake, address="127.0.0.1:0", err=err)
+    runner = ComponentRunner("thing", lambda _: fake, address="127.0.0.1:0", err=err)
     with running(runner) as (stop, result):
         wait_for(lambda: get(runner.port, "/readyz") == (200, "ok"), 10, "ready")
         stop.set()
@@ -163,7 +163,7 @@ def test_a_requested_stop_closes_and_exits_zero() -> None:
 
 
 def test_duration_ends_the_run_cleanly() -> None:
-    runner = ComponentRunner("thing", Fake, address="127.0.0.1:0")
+    runner = ComponentRunner("thing", lambda _: Fake(), address="127.0.0.1:0")
     with running(runner, duration=0.3) as (_, result):
         wait_for(lambda: result != [], 10, "the exit")
     assert result == [EXIT_OK]
@@ -180,8 +180,8 @@ class Cluster(MemoryCluster):
         return kind != "NodeMetric" or self.installed.is_set()
 
 
-def needs_node_metric(cluster: Cluster, built: list[Fake]) -> Callable[[], Component]:
-    def build() -> Component:
+def needs_node_metric(cluster: Cluster, built: list[Fake]) -> Callable[[Any], Component]:
+    def build(_: Any) -> Component:
         if not cluster.serves("NodeMetric"):
             try:
                 raise KindNotServedError("NodeMetric", "list nodemetrics: 404")
@@ -239,7 +239,7 @@ def test_a_missing_kind_with_a_time_limit_gives_up_naming_it_and_the_fix() -> No
 
 
 def test_a_missing_builtin_kind_fails_at_once() -> None:
-    def build() -> Component:
+    def build(_: Any) -> Component:
         raise KindNotServedError("PodDisruptionBudget", "list poddisruptionbudgets: 404")
 
     err = io.StringIO()
@@ -256,7 +256,7 @@ def test_a_leader_whose_work_dies_hands_the_lease_back() -> None:
     fake = Fake(fail_after=0.3)
     err = io.StringIO()
     runner = ComponentRunner(
-        "thing", lambda: fake, address="127.0.0.1:0", cluster=cluster, leader_election=lease, err=err
+        "thing", lambda _: fake, address="127.0.0.1:0", cluster=cluster, leader_election=lease, err=err
     )
     with running(runner) as (_, result):
         wait_for(lambda: result != [], 15, "the exit")
@@ -272,7 +272,12 @@ def test_a_standby_is_ready_and_exits_zero_on_stop() -> None:
     assert LeaderElector(cluster, other).try_acquire_or_renew()
     mine = LeaderElectionConfig(name="thing", namespace="ns", identity="me")
     runner = ComponentRunner(
-        "thing", Fake, address="127.0.0.1:0", cluster=cluster, leader_election=mine, err=io.StringIO()
+        "thing",
+        lambda _: Fake(),
+        address="127.0.0.1:0",
+        cluster=cluster,
+        leader_election=mine,
+        err=io.StringIO(),
     )
     with running(runner) as (stop, result):
         wait_for(lambda: get(runner.port, "/readyz") == (200, "ok"), 10, "a ready standby")
@@ -291,7 +296,7 @@ def test_a_lost_lease_fails_healthz_and_exits_non_zero() -> None:
     fake = Fake(hold_close=hold)
     err = io.StringIO()
     runner = ComponentRunner(
-        "thing", lambda: fake, address="127.0.0.1:0", cluster=cluster, leader_election=mine, err=err
+        "thing", lambda _: fake, address="127.0.0.1:0", cluster=cluster, leader_election=mine, err=err
     )
     with running(runner) as (_, result):
         wait_for(lambda: get(runner.port, "/readyz") == (200, "ok"), 10, "leading and ready")

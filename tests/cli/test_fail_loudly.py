@@ -1,0 +1,273 @@
+"""Every long-running command says so when it cannot do its job (issue 24).
+
+For ``koord scheduler``, ``koord descheduler`` and ``koord koordlet``: a fatal exception injected into the
+work loop fails ``/healthz`` while the command releases what it holds, then the command returns a non-zero
+status with the one-line reason ``koord <command>: fatal: <cause>``. The scheduler, on a cluster that does
+not serve NodeMetric, waits unready naming the kind and how to install it, then schedules once it is served;
+an error inside one scheduling cycle stays that pod's error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import socket
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from koord_framework.cli import koordlet, serve
+from koord_framework.cli.main import build_parser
+from koord_framework.cluster.clock import WallClock
+from koord_framework.cluster.memory import MemoryCluster
+from koord_framework.descheduler.descheduler import Descheduler
+from koord_framework.errors import KindNotServedError
+from koord_framework.koordlet.agent import KoordletAgent
+from koord_framework.scheduler.scheduler import Scheduler
+from koord_framework.testing import make_node, make_pod
+from koord_framework.testing.hosttree import FakeHostTree, make_running_pod
+
+ROOT = Path(__file__).resolve().parents[2]
+SCHEDULER_CONFIG = ROOT / "configs" / "scheduler" / "koord-scheduler.yaml"
+DESCHEDULER_CONFIG = ROOT / "configs" / "descheduler" / "koord-descheduler.yaml"
+HostFactory = Callable[..., FakeHostTree]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def get(port: int, path: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as answer:
+            return int(answer.status), answer.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode()
+
+
+def wait_for(check: Callable[[], bool], seconds: float, what: str) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError):
+            if check():
+                return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {seconds} s waiting for {what}")
+
+
+@contextlib.contextmanager
+def in_thread(call: Callable[[threading.Event], int]) -> Iterator[tuple[threading.Event, list[int]]]:
+    stop = threading.Event()
+    result: list[int] = []
+    thread = threading.Thread(target=lambda: result.append(call(stop)), daemon=True)
+    thread.start()
+    try:
+        yield stop, result
+    finally:
+        stop.set()
+        thread.join(30)
+        assert not thread.is_alive(), "the command did not return"
+
+
+def hold_close(monkeypatch: pytest.MonkeyPatch, cls: type, method: str = "close") -> threading.Event:
+    """Make ``cls.method`` wait for the returned event first: the process lingers while it releases."""
+    release = threading.Event()
+    original = getattr(cls, method)
+
+    def held(self: Any, *args: Any, **kwargs: Any) -> Any:
+        release.wait(20)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(cls, method, held)
+    return release
+
+
+def inject(monkeypatch: pytest.MonkeyPatch, cls: type, method: str, message: str) -> None:
+    def broken(self: Any, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError(message)
+
+    monkeypatch.setattr(cls, method, broken)
+
+
+def assert_dies_loudly(
+    call: Callable[[threading.Event], int],
+    port: int,
+    release: threading.Event,
+    capsys: pytest.CaptureFixture[str],
+    command: str,
+    message: str,
+) -> None:
+    with in_thread(call) as (_, result):
+        wait_for(lambda: get(port, "/healthz")[0] == 500, 30, "/healthz failing after the injected error")
+        assert get(port, "/healthz") == (500, f"unhealthy: RuntimeError: {message}")
+        assert get(port, "/readyz")[0] == 503
+        assert result == [], "exited before releasing"
+        release.set()
+        wait_for(lambda: result != [], 30, "the exit")
+    assert result == [1]
+    err_lines = capsys.readouterr().err.splitlines()
+    assert f"koord {command}: fatal: RuntimeError: {message}" in err_lines
+    with pytest.raises(OSError):
+        get(port, "/healthz")  # the port went with it
+
+
+def serve_args(command: str, config: Path, port: int, *extra: str) -> Any:
+    return build_parser().parse_args(
+        [command, f"--config={config}", f"--address=127.0.0.1:{port}", "--identity=me", *extra]
+    )
+
+
+def test_scheduler_loop_death_exits_non_zero_and_releases_the_lease(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cluster = MemoryCluster(WallClock())
+    port = free_port()
+    inject(monkeypatch, Scheduler, "expire_permits", "injected: scheduling loop broke")
+    release = hold_close(monkeypatch, serve.SchedulerComponent)
+    args = serve_args("scheduler", SCHEDULER_CONFIG, port)
+    assert_dies_loudly(
+        lambda stop: serve.serve("scheduler", args, cluster=cluster, stop=stop),
+        port,
+        release,
+        capsys,
+        "scheduler",
+        "injected: scheduling loop broke",
+    )
+    lease = cluster.get("Lease", "koord-scheduler", "koordinator-system")
+    assert lease["spec"]["holderIdentity"] == "", "the Lease is handed back for a standby"
+
+
+def test_descheduler_loop_death_exits_non_zero(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cluster = MemoryCluster(WallClock())
+    port = free_port()
+    inject(monkeypatch, Descheduler, "run_once", "injected: descheduling loop broke")
+    release = hold_close(monkeypatch, serve.DeschedulerComponent)
+    args = serve_args("descheduler", DESCHEDULER_CONFIG, port, "--leader-elect=false")
+    assert_dies_loudly(
+        lambda stop: serve.serve("descheduler", args, cluster=cluster, stop=stop),
+        port,
+        release,
+        capsys,
+        "descheduler",
+        "injected: descheduling loop broke",
+    )
+
+
+def test_koordlet_loop_death_exits_non_zero(
+    koord_host_tree: HostFactory,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    tree = koord_host_tree(cpus=4)
+    pod = make_running_pod("ls", node="node-1", qos="LS", requests={"cpu": "1"})
+    tree.add_pod(pod)
+    (tmp_path / "objects.yaml").write_text(yaml.safe_dump_all([make_node("node-1"), pod]))
+    port = free_port()
+    inject(monkeypatch, KoordletAgent, "step", "injected: agent loop broke")
+    release = hold_close(monkeypatch, KoordletAgent, "stop")
+    args = build_parser().parse_args(
+        [
+            "koordlet",
+            "--node-name=node-1",
+            f"--cluster={tmp_path / 'objects.yaml'}",
+            f"--host-root={tree.root}",
+            f"--health-address=127.0.0.1:{port}",
+        ]
+    )
+    assert_dies_loudly(
+        lambda stop: koordlet.run(args, stop=stop),
+        port,
+        release,
+        capsys,
+        "koordlet",
+        "injected: agent loop broke",
+    )
+
+
+class NoNodeMetricCRD(MemoryCluster):
+    """The embedded cluster as an API server without Koordinator's NodeMetric CRD, until ``install``."""
+
+    def __init__(self) -> None:
+        super().__init__(WallClock())
+        self.installed = threading.Event()
+
+    def serves(self, kind: str) -> bool:
+        return kind != "NodeMetric" or self.installed.is_set()
+
+    def list(self, kind: str, namespace: str | None = None) -> tuple[list[Any], int]:
+        if not self.serves(kind):
+            raise KindNotServedError(kind, f"list {kind}: the server could not find the requested resource")
+        return super().list(kind, namespace)
+
+    def list_shared(self, kind: str) -> Any:
+        if not self.serves(kind):
+            raise KindNotServedError(kind, f"list {kind}: the server could not find the requested resource")
+        return super().list_shared(kind)
+
+
+def bound_to(cluster: MemoryCluster, name: str) -> str:
+    return str(cluster.get("Pod", name, "default")["spec"].get("nodeName") or "")
+
+
+def test_scheduler_without_the_node_metric_crd_waits_unready_then_schedules(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    cluster = NoNodeMetricCRD()
+    cluster.create(make_node("n1", cpu="4", memory="8Gi"))
+    cluster.create(make_pod("p1", cpu="100m", scheduler_name="koord-scheduler"))
+    port = free_port()
+    args = serve_args("scheduler", SCHEDULER_CONFIG, port, "--leader-elect=false")
+    with (
+        caplog.at_level(logging.INFO, logger="koord"),
+        in_thread(lambda stop: serve.serve("scheduler", args, cluster=cluster, stop=stop)) as (stop, result),
+    ):
+        wait_for(lambda: "waiting for NodeMetric" in get(port, "/readyz")[1], 30, "unready on NodeMetric")
+        assert get(port, "/readyz")[0] == 503
+        assert get(port, "/healthz") == (200, "ok")
+        assert bound_to(cluster, "p1") == ""
+        cluster.installed.set()
+        wait_for(lambda: get(port, "/readyz") == (200, "ok"), 30, "ready once NodeMetric is served")
+        wait_for(lambda: bound_to(cluster, "p1") == "n1", 30, "the pod scheduled")
+        stop.set()
+        wait_for(lambda: result != [], 30, "the exit")
+    assert result == [0]
+    waiting = [r.getMessage() for r in caplog.records if "waiting for NodeMetric" in r.getMessage()]
+    assert len(waiting) == 1
+    assert "kubectl apply -f configs/crds/slo.koordinator.sh_nodemetrics.yaml" in waiting[0]
+
+
+def test_an_error_inside_one_scheduling_cycle_stays_that_pods_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from koord_plugin_kubernetes.noderesources import NodeResourcesFit
+
+    original = NodeResourcesFit.pre_filter
+
+    def sometimes_broken(self: Any, state: Any, pod: Any, *a: Any, **k: Any) -> Any:
+        if pod.name == "bad":
+            raise RuntimeError("injected: one pod's PreFilter broke")
+        return original(self, state, pod, *a, **k)
+
+    monkeypatch.setattr(NodeResourcesFit, "pre_filter", sometimes_broken)
+    cluster = MemoryCluster(WallClock())
+    cluster.create(make_node("n1", cpu="4", memory="8Gi"))
+    cluster.create(make_pod("bad", cpu="100m", scheduler_name="koord-scheduler"))
+    cluster.create(make_pod("good", cpu="100m", scheduler_name="koord-scheduler"))
+    port = free_port()
+    args = serve_args("scheduler", SCHEDULER_CONFIG, port, "--leader-elect=false")
+    with in_thread(lambda stop: serve.serve("scheduler", args, cluster=cluster, stop=stop)) as (_, result):
+        wait_for(lambda: bound_to(cluster, "good") == "n1", 30, "the good pod scheduled")
+        assert get(port, "/healthz") == (200, "ok") and get(port, "/readyz") == (200, "ok")
+        assert bound_to(cluster, "bad") == "" and result == []
