@@ -353,6 +353,17 @@ class ComponentRunner:
         except Exception as exc:
             log.warning("koord %s: closing: %s", self.name, one_line(exc))
 
+    def _served(self, kind: str) -> bool:
+        """Whether ``kind`` is served now; without a cluster to ask, the next build finds out. A discovery
+        call that fails (the API server restarting) counts as "not yet": the wait goes on."""
+        if self.cluster is None:
+            return True
+        try:
+            return self.cluster.serves(kind)
+        except Exception as exc:
+            log.debug("koord %s: asking whether %s is served: %s", self.name, kind, one_line(exc))
+            return False
+
     def _await_kind(self, err: KindNotServedError, stop: threading.Event) -> bool:
         """Wait, unready, until the cluster serves ``err.kind``; False when the wait ended otherwise (a
         stop, or the kind's time limit: then the work is dead)."""
@@ -388,7 +399,7 @@ class ComponentRunner:
                 if stop.wait(max(pause, 0.0)):
                     return False
                 delay = min(delay * 2, self.backoff[1])
-                if self.cluster is None or self.cluster.serves(kind):
+                if self._served(kind):
                     log.info("koord %s: %s is served now; starting", self.name, kind)
                     return True
             return False

@@ -155,9 +155,8 @@ class KoordletComponent:
         self, agent: KoordletAgent, readiness: Readiness, on_step: Callable[[RoundReport], None]
     ) -> None:
         cluster = agent.cluster
-        for kind in KOORDLET_WAITS_FOR if cluster is not None else ():
-            assert cluster is not None
-            if not cluster.serves(kind):
+        for kind in KOORDLET_WAITS_FOR:
+            if cluster is not None and not cluster.serves(kind):
                 raise KindNotServedError(kind, f"the API server does not serve {kind}; {install_hint(kind)}")
         self.agent, self.readiness, self.on_step = agent, readiness, on_step
 

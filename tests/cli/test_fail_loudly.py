@@ -196,15 +196,16 @@ def test_koordlet_loop_death_exits_non_zero(
     )
 
 
-class NoNodeMetricCRD(MemoryCluster):
-    """The embedded cluster as an API server without Koordinator's NodeMetric CRD, until ``install``."""
+class WithoutCRD(MemoryCluster):
+    """The embedded cluster as an API server without one of Koordinator's CRDs, until ``installed``."""
 
-    def __init__(self) -> None:
+    def __init__(self, missing: str = "NodeMetric") -> None:
         super().__init__(WallClock())
+        self.missing = missing
         self.installed = threading.Event()
 
     def serves(self, kind: str) -> bool:
-        return kind != "NodeMetric" or self.installed.is_set()
+        return kind != self.missing or self.installed.is_set()
 
     def list(self, kind: str, namespace: str | None = None) -> tuple[list[Any], int]:
         if not self.serves(kind):
@@ -224,7 +225,7 @@ def bound_to(cluster: MemoryCluster, name: str) -> str:
 def test_scheduler_without_the_node_metric_crd_waits_unready_then_schedules(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    cluster = NoNodeMetricCRD()
+    cluster = WithoutCRD()
     cluster.create(make_node("n1", cpu="4", memory="8Gi"))
     cluster.create(make_pod("p1", cpu="100m", scheduler_name="koord-scheduler"))
     port = free_port()
@@ -246,6 +247,33 @@ def test_scheduler_without_the_node_metric_crd_waits_unready_then_schedules(
     waiting = [r.getMessage() for r in caplog.records if "waiting for NodeMetric" in r.getMessage()]
     assert len(waiting) == 1
     assert "kubectl apply -f configs/crds/slo.koordinator.sh_nodemetrics.yaml" in waiting[0]
+
+
+def test_koordlet_without_the_node_slo_crd_waits_unready_then_runs(
+    koord_host_tree: HostFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tree = koord_host_tree(cpus=4)
+    cluster = WithoutCRD("NodeSLO")
+    cluster.create(make_node("node-1"))
+    monkeypatch.setattr(koordlet, "_cluster", lambda args: cluster)
+    port = free_port()
+    args = build_parser().parse_args(
+        [
+            "koordlet",
+            "--node-name=node-1",
+            "--kubeconfig",
+            f"--host-root={tree.root}",
+            f"--health-address=127.0.0.1:{port}",
+        ]
+    )
+    with in_thread(lambda stop: koordlet.run(args, stop=stop)) as (stop, result):
+        wait_for(lambda: "waiting for NodeSLO" in get(port, "/readyz")[1], 30, "unready on NodeSLO")
+        assert get(port, "/healthz") == (200, "ok")
+        cluster.installed.set()
+        wait_for(lambda: get(port, "/readyz") == (200, "ok"), 30, "ready once NodeSLO is served")
+        stop.set()
+        wait_for(lambda: result != [], 30, "the exit")
+    assert result == [0]
 
 
 def test_an_error_inside_one_scheduling_cycle_stays_that_pods_error(
