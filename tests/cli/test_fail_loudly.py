@@ -299,3 +299,15 @@ def test_an_error_inside_one_scheduling_cycle_stays_that_pods_error(
         wait_for(lambda: bound_to(cluster, "good") == "n1", 30, "the good pod scheduled")
         assert get(port, "/healthz") == (200, "ok") and get(port, "/readyz") == (200, "ok")
         assert bound_to(cluster, "bad") == "" and result == []
+
+
+def test_the_missing_kind_table_is_koordinators() -> None:
+    scheduler, descheduler = serve.MISSING_KINDS["scheduler"], serve.MISSING_KINDS["descheduler"]
+    # informer factories: WaitForCacheSync without a limit
+    assert scheduler.timeout("NodeMetric") is None and scheduler.timeout("Reservation") is None
+    assert descheduler.timeout("NodeMetric") is None
+    # controller-runtime's MigrationController: CacheSyncTimeout, 2 minutes, then the manager exits
+    assert descheduler.timeout("PodMigrationJob") == 120.0 and descheduler.timeout("Reservation") == 120.0
+    # a cluster without a built-in kind is not one to wait for
+    assert scheduler.timeout("Lease") == 0.0
+    assert koordlet.KOORDLET_WAITS_FOR == ("NodeSLO", "NodeMetric")
