@@ -372,6 +372,8 @@ class ComponentRunner:
         if limit is not None and limit <= 0:
             self._fail(f"{self.name} needs {kind}, which the API server does not serve; {install_hint(kind)}")
             return False
+        with self._lock:
+            self._waiting_for = kind  # before the log line: whoever reads it finds /readyz saying so
         now = time.monotonic()
         if kind not in self._waiting_since:
             self._waiting_since[kind] = now
@@ -383,8 +385,6 @@ class ComponentRunner:
                 install_hint(kind),
                 how_long,
             )
-        with self._lock:
-            self._waiting_for = kind
         try:
             delay = self.backoff[0]
             while not stop.is_set():

@@ -103,8 +103,12 @@ def test_scheduler_without_crds_waits_naming_them_then_schedules_once_installed(
         try:
             awaited: list[str] = []
             deadline = time.monotonic() + 180
-            while http_get(port, "/readyz")[0] != 200:
-                assert time.monotonic() < deadline, f"never ready; log:\n{log_path.read_text()[-3000:]}"
+
+            def scheduled() -> str:
+                return str(kube.get("Pod", "p1", "fail-loudly")["spec"].get("nodeName") or "")
+
+            while not scheduled():
+                assert time.monotonic() < deadline, f"p1 not scheduled; log:\n{log_path.read_text()[-3000:]}"
                 assert proc.poll() is None, f"exited {proc.returncode}:\n{log_path.read_text()[-3000:]}"
                 pending = [m for m in INSTALL.finditer(log_path.read_text()) if m.group(1) not in awaited]
                 if not pending:
@@ -115,18 +119,15 @@ def test_scheduler_without_crds_waits_naming_them_then_schedules_once_installed(
                 status, body = http_get(port, "/readyz")
                 assert status == 503 and f"waiting for {kind}" in body, (status, body)
                 assert http_get(port, "/healthz") == (200, "ok")
-                assert kube.get("Pod", "p1", "fail-loudly")["spec"].get("nodeName") in (None, "")
+                assert not scheduled()
                 awaited.append(kind)
                 apply_crd(server, crd_file)  # what the message says to do
             assert "NodeMetric" in awaited, awaited
             log_text = log_path.read_text()
             for kind in awaited:
                 assert log_text.count(f"waiting for {kind}:") == 1, f"{kind} logged more than once"
-            deadline = time.monotonic() + 60
-            while not kube.get("Pod", "p1", "fail-loudly")["spec"].get("nodeName"):
-                assert time.monotonic() < deadline, f"p1 not scheduled; log:\n{log_path.read_text()[-3000:]}"
-                time.sleep(0.2)
-            assert kube.get("Pod", "p1", "fail-loudly")["spec"]["nodeName"] == "fail-loudly-n1"
+            assert scheduled() == "fail-loudly-n1"
+            assert http_get(port, "/readyz") == (200, "ok")
             os.killpg(proc.pid, signal.SIGTERM)
             assert proc.wait(30) == 0
         finally:
