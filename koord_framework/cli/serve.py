@@ -23,7 +23,8 @@ waits for it unready, the descheduler waits for NodeMetric and gives up on PodMi
 after two minutes (``docs/components.md``). ``/readyz`` answers 200 while the replica is a standby, or leads
 with its caches filled.
 
-Exit status: 0 stopped on request, 1 the work died or the Lease was lost, 2 bad input.
+Exit status: 0 stopped on request, 1 the work died, the Lease was lost or the profile failed validation,
+2 bad input.
 """
 
 from __future__ import annotations
