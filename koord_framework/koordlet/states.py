@@ -176,6 +176,7 @@ def build_state(
 
 
 _KINDS = ("Node", "Pod", "NodeSLO", "NodeResourceTopology", "NodeMetric")
+_REQUIRED = frozenset({"Node", "Pod"})
 
 
 class StatesInformer:
@@ -196,12 +197,15 @@ class StatesInformer:
         self.errors: list[str] = []
 
     def start(self, *, watch: bool = True) -> None:
-        """List every kind, then (``watch``) follow each from the version it was listed at. A kind the
-        cluster does not serve (a CRD not installed) is logged and left empty; the agent still runs."""
+        """List every kind, then (``watch``) follow each from the version it was listed at. A Koordinator
+        kind that cannot be listed (a CRD not installed) is logged and left empty; the agent still runs.
+        Node and Pod cannot be done without: their errors propagate (the agent cannot do its job)."""
         for kind in _KINDS:
             try:
                 objs, rv = self.cluster.list(kind)
             except KoordError as err:
+                if kind in _REQUIRED:
+                    raise
                 log.warning("cannot list %s: %s", kind, err)
                 self.errors.append(f"list {kind}: {err}")
                 continue

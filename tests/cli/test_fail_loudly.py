@@ -26,6 +26,7 @@ import yaml
 from koord_framework.cli import koordlet, serve
 from koord_framework.cli.main import build_parser
 from koord_framework.cluster.clock import WallClock
+from koord_framework.cluster.kube.errors import KubeApiError
 from koord_framework.cluster.memory import MemoryCluster
 from koord_framework.descheduler.descheduler import Descheduler
 from koord_framework.errors import KindNotServedError
@@ -274,6 +275,38 @@ def test_koordlet_without_the_node_slo_crd_waits_unready_then_runs(
         stop.set()
         wait_for(lambda: result != [], 30, "the exit")
     assert result == [0]
+
+
+class ForbiddenPods(MemoryCluster):
+    def list(self, kind: str, namespace: str | None = None) -> tuple[list[Any], int]:
+        if kind == "Pod":
+            raise KubeApiError(
+                403, "Forbidden", 'list pods: pods is forbidden: User "x" cannot list (HTTP 403)'
+            )
+        return super().list(kind, namespace)
+
+
+def test_koordlet_that_cannot_list_its_pods_exits_non_zero(
+    koord_host_tree: HostFactory, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tree = koord_host_tree(cpus=4)
+    cluster = ForbiddenPods(WallClock())
+    cluster.create(make_node("node-1"))
+    monkeypatch.setattr(koordlet, "_cluster", lambda args: cluster)
+    port = free_port()
+    args = build_parser().parse_args(
+        [
+            "koordlet",
+            "--node-name=node-1",
+            "--kubeconfig",
+            f"--host-root={tree.root}",
+            f"--health-address=127.0.0.1:{port}",
+        ]
+    )
+    with in_thread(lambda stop: koordlet.run(args, stop=stop)) as (_, result):
+        wait_for(lambda: result != [], 30, "the exit")
+    assert result == [1]
+    assert "koord koordlet: fatal: list pods: pods is forbidden" in capsys.readouterr().err
 
 
 def test_an_error_inside_one_scheduling_cycle_stays_that_pods_error(
