@@ -36,7 +36,7 @@ import socket
 import sys
 import threading
 import uuid
-from typing import Any
+from typing import Any, Final
 
 from prometheus_client import CollectorRegistry
 
@@ -52,12 +52,23 @@ from koord_framework.component import (
 from koord_framework.errors import KoordError
 from koord_framework.health import HealthServer  # re-exported: its first home was this module
 
-__all__ = ["MISSING_KINDS", "HealthServer", "klog_level", "register", "serve"]
+__all__ = [
+    "EXIT_BAD_INPUT",
+    "EXIT_FAILED",
+    "EXIT_LOST_LEASE",
+    "EXIT_OK",
+    "MISSING_KINDS",
+    "HealthServer",
+    "klog_level",
+    "register",
+    "serve",
+]
 
 log = logging.getLogger("koord")
 
-EXIT_LOST_LEASE, EXIT_BAD_INPUT = EXIT_FAILED, 2
-__all__ += ["EXIT_BAD_INPUT", "EXIT_FAILED", "EXIT_LOST_LEASE", "EXIT_OK"]
+EXIT_LOST_LEASE: Final = EXIT_FAILED
+"""A replica that lost the Lease exits so that its pod restarts as a clean standby, as kube-scheduler."""
+EXIT_BAD_INPUT: Final = 2
 
 DEFAULT_ADDRESS = {"scheduler": "0.0.0.0:10251", "descheduler": "0.0.0.0:10251"}
 LEASE_NAMESPACE = "koordinator-system"
