@@ -126,10 +126,6 @@ def one_line(exc: BaseException) -> str:
     return " ".join(text.split()) or type(exc).__name__
 
 
-class _Fatal(Exception):
-    """Internal: the work ended for a reason already recorded."""
-
-
 class ComponentRunner:
     """Runs one component until asked to stop or until its work dies; see the module docstring.
 
