@@ -250,6 +250,24 @@ def test_scheduler_without_the_node_metric_crd_waits_unready_then_schedules(
     assert "kubectl apply -f configs/crds/slo.koordinator.sh_nodemetrics.yaml" in waiting[0]
 
 
+def test_descheduler_without_the_node_metric_crd_waits_unready_then_runs() -> None:
+    cluster = WithoutCRD("NodeMetric")
+    cluster.create(make_node("n1"))
+    port = free_port()
+    args = serve_args("descheduler", DESCHEDULER_CONFIG, port, "--leader-elect=false", "--dry-run")
+    with in_thread(lambda stop: serve.serve("descheduler", args, cluster=cluster, stop=stop)) as (
+        stop,
+        result,
+    ):
+        wait_for(lambda: "waiting for NodeMetric" in get(port, "/readyz")[1], 30, "unready on NodeMetric")
+        assert get(port, "/healthz") == (200, "ok")
+        cluster.installed.set()
+        wait_for(lambda: get(port, "/readyz") == (200, "ok"), 30, "ready once NodeMetric is served")
+        stop.set()
+        wait_for(lambda: result != [], 30, "the exit")
+    assert result == [0]
+
+
 def test_koordlet_without_the_node_slo_crd_waits_unready_then_runs(
     koord_host_tree: HostFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
