@@ -285,7 +285,9 @@ def serve(
     def build(registry: CollectorRegistry) -> Component:
         if name == "scheduler":
             return SchedulerComponent(port, loaded, registry)
-        return DeschedulerComponent(port, loaded, registry, getattr(args, "dry_run", None))
+        if name == "descheduler":
+            return DeschedulerComponent(port, loaded, registry, getattr(args, "dry_run", None))
+        raise KoordError(f"no component named {name!r}")
 
     def connect() -> None:
         if isinstance(port, KubeCluster):
@@ -298,7 +300,7 @@ def serve(
             address=args.address,
             cluster=port,
             leader_election=lease,
-            missing_kinds=MISSING_KINDS[name],
+            missing_kinds=MISSING_KINDS.get(name),
             preflight=connect,
         )
         return runner.run(stop)
