@@ -144,8 +144,8 @@ def run(args: argparse.Namespace, *, stop: threading.Event | None = None) -> int
 
 KOORDLET_WAITS_FOR = ("NodeSLO", "NodeMetric")
 """Kinds the long-running agent waits for, unready, when the cluster does not serve them, as Koordinator's
-states informer waits for its NodeSLO and NodeMetric informers to sync. NodeResourceTopology and Device are
-not awaited: the agent runs without them (no topology report, no device view)."""
+states informer waits for its NodeSLO and NodeMetric informers to sync. NodeResourceTopology is not
+awaited: the agent runs without it (its states informer logs the kind and leaves it empty)."""
 
 
 class KoordletComponent:
