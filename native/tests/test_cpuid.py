@@ -7,7 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import koord_native
+import pytest
+
+koord_native = pytest.importorskip("koord_native")
 
 
 def _cpuinfo() -> tuple[str, set[str]]:

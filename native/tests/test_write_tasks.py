@@ -14,8 +14,9 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-import koord_native
 import pytest
+
+koord_native = pytest.importorskip("koord_native")
 
 
 def test_one_write_per_id_in_order(tmp_path: Path) -> None:
@@ -136,6 +137,7 @@ def _reaped_pid() -> int:
     return proc.pid
 
 
+@pytest.mark.cgroup
 def test_real_cgroup_tasks_file(v1_group: Path) -> None:
     child = subprocess.Popen(
         [sys.executable, "-c", _THREADED], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
@@ -152,10 +154,9 @@ def test_real_cgroup_tasks_file(v1_group: Path) -> None:
         assert result.ok
         inside = {int(x) for x in (v1_group / "tasks").read_text().split()}
         assert inside == set(tids)
-        # the kernel refuses garbage ids too, reported per id
-        assert koord_native.write_tasks(v1_group / "tasks", [-5]).failed == {-5: errno.EINVAL} or (
-            koord_native.write_tasks(v1_group / "tasks", [-5]).vanished == (-5,)
-        )
+        # the kernel refuses a negative id too, reported for that id
+        negative = koord_native.write_tasks(v1_group / "tasks", [-5])
+        assert negative.errnos[0] != 0 and not negative.written
     finally:
         assert child.stdin is not None
         child.stdin.close()
