@@ -105,7 +105,8 @@ class HostResctrlFS:
 
     def write_schemata(self, path: Path, text: str) -> None:
         data = text.encode("ascii")
-        fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+        # O_TRUNC as `echo ... > schemata` does: kernfs ignores it, a plain file (a test tree) needs it
+        fd = os.open(path, os.O_WRONLY | os.O_TRUNC | os.O_CLOEXEC)
         try:
             written = os.write(fd, data)
             if written != len(data):
