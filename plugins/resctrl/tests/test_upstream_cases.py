@@ -198,3 +198,26 @@ def test_schemata_raw_parse_and_validate() -> None:
     )
     assert Schemata(l3={0: 1}, mb={}, l3_num=1).validate() == "MBA is invalid, msg: no MBA info"
     assert Schemata(l3={0: 1, 1: 1}, mb={0: 1}, l3_num=1).validate_l3() == "unmatched L3 number and CAT infos"
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_get_pod_cgroup_new_task_ids(build: Build, version: int) -> None:
+    """``Test_getPodCgroupNewTaskIds`` and ``TestGetNewTaskIds``: every id without a group map, only the
+    unmapped ones with it; a container without status or without a cgroup gives nothing; the sandbox's
+    threads join (v1 and v2)."""
+    pod = make_running_pod("pod0", qos="BE", containers=("c0", "c1"))
+    pod["status"]["containerStatuses"] = pod["status"]["containerStatuses"][:1]  # c1: missing status
+    tree, h, strategy = build(pods=[pod], version=version)
+    meta = h.state.pods[0]
+    tree.add_threads(meta.containers[0].cgroup_dir, [1, 2, 3])
+    assert strategy.pod_new_task_ids(meta, None) == [1, 2, 3]
+    assert strategy.pod_new_task_ids(meta, {1}) == [2, 3]
+    sandbox = f"{meta.cgroup_dir.rstrip('/')}/cri-containerd-sandbox.scope"
+    tree.ensure_cgroup(sandbox)
+    tree.add_threads(sandbox, [9])
+    assert strategy.pod_new_task_ids(meta, {1}) == [2, 3, 9]
+    tree.remove_cgroup(meta.containers[0].cgroup_dir)  # invalid path: skipped, not an error
+    assert strategy.pod_new_task_ids(meta, set()) == [9]
+    empty = make_running_pod("empty", qos="BE", containers=())
+    _, h2, strategy2 = build(pods=[empty])
+    assert strategy2.pod_new_task_ids(h2.state.pods[0], None) == []
