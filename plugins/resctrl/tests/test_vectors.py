@@ -22,6 +22,7 @@ from koord_plugin_resctrl.schemata import (
 )
 
 from koord_framework.koordlet.system import (
+    HostReadError,
     is_resctrl_cqm_available,
     is_resctrl_mbm_available,
     is_vendor_support_resctrl,
@@ -183,4 +184,8 @@ def test_read_tasks(vector: dict[str, Any], build: Build) -> None:
         tree.resctrl.make_group(tree.paths.resctrl_file(group))
     path = tree.paths.resctrl_file(group, "tasks") if group else tree.paths.resctrl_file("tasks")
     path.write_text(vector["inputs"]["tasksFile"])
-    assert read_resctrl_tasks(tree.paths, group) == set(vector["expected"]["taskIds"])
+    if vector["expected"].get("error"):
+        with pytest.raises(HostReadError):
+            read_resctrl_tasks(tree.paths, group)
+    else:
+        assert read_resctrl_tasks(tree.paths, group) == set(vector["expected"]["taskIds"])
