@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 from koord_native._rdt import ffi, lib
@@ -155,7 +155,6 @@ class TaskWriteResult:
     ids: tuple[int, ...]
     errnos: tuple[int, ...]
     """0 for an id the kernel took, else its errno."""
-    _failed: Mapping[int, int] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def written(self) -> tuple[int, ...]:

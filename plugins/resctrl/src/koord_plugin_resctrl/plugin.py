@@ -27,7 +27,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from prometheus_client import Counter
 
@@ -506,16 +506,3 @@ class Resctrl(QOSStrategy):
             except HostReadError:
                 in_group = None
             self._write_tasks(fs, name, self.pod_new_task_ids(meta, in_group), report)
-
-
-def tick_details(strategy: Resctrl) -> dict[str, Any]:
-    """The last tick's report as plain data (for ``koord koordlet --once`` and tests)."""
-    r = strategy.last
-    return {
-        "schemata": dict(r.schemata_written),
-        "tasks": dict(r.tasks_written),
-        "vanished": dict(r.vanished),
-        "errors": list(r.errors),
-        "createdGroups": list(r.created_groups),
-        "removedGroups": list(r.removed_groups),
-    }
