@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from koord_framework.koordlet.hostpaths import HostPaths
+from koord_framework.koordlet import HostPaths
 from koord_framework.koordlet.system import (
     AMD_VENDOR_ID,
     HostReadError,
