@@ -43,6 +43,7 @@ from koord_framework.koordlet.metrics.collector import NODE_CPU_INFO_KEY
 from koord_framework.koordlet.qos import QOSContext
 from koord_framework.koordlet.states import NodeState, build_state
 from koord_framework.koordlet.system import NodeCPUInfo, ProcessorInfo, read_node_cpu_info
+from koord_framework.testing.resctrl import FakeResctrl
 
 __all__ = ["FakeHostTree", "FakePod", "Processor", "QOSHarness", "make_running_pod"]
 
@@ -125,6 +126,8 @@ class FakeHostTree:
         self._busy_ticks = 0
         self._idle_ticks = 0
         self.memory_total = memory_bytes
+        self.live_threads: set[int] = set()
+        self.resctrl: FakeResctrl | None = None
         self._write_proc(vendor, cpu_flags)
         self.set_meminfo(total=memory_bytes, available=memory_bytes)
         self._write_sys()
@@ -369,6 +372,32 @@ class FakeHostTree:
             self.remove_cgroup(cdir)
         self.remove_cgroup(pod.cgroup_dir)
 
+    # --- threads ---------------------------------------------------------------------------------------
+    def add_threads(self, parent_dir: str, ids: Iterable[int]) -> None:
+        """Threads that run in a cgroup: listed in its ``tasks`` (v1 cpu) or ``cgroup.threads`` (v2), and
+        alive for the fake resctrl kernel (which refuses ids that are not)."""
+        new = [int(i) for i in ids]
+        if self.resctrl is not None:
+            self.resctrl.start_threads(new)
+        self.live_threads.update(new)
+        p = self.path("tasks", parent_dir)
+        have = [int(x) for x in p.read_text().split()] if p.exists() else []
+        p.write_text("".join(f"{t}\n" for t in [*have, *(i for i in new if i not in have)]))
+
+    def exit_threads(self, ids: Iterable[int], *, keep_listed: bool = False) -> None:
+        """Threads exit. ``keep_listed`` leaves them in their cgroup files, as a listing taken just before
+        the exit would show them (the race a bulk tasks write must survive)."""
+        gone = set(ids)
+        self.live_threads -= gone
+        if self.resctrl is not None:
+            self.resctrl.exit_threads(gone)
+        if keep_listed:
+            return
+        for p in self.paths.cgroup.rglob("tasks" if self.version is CgroupVersion.V1 else "cgroup.threads"):
+            have = [int(x) for x in p.read_text().split()]
+            if gone.intersection(have):
+                p.write_text("".join(f"{t}\n" for t in have if t not in gone))
+
     # --- resctrl -----------------------------------------------------------------------------------------
     def with_resctrl(
         self,
@@ -377,6 +406,9 @@ class FakeHostTree:
         cache_ids: Sequence[int] = (0,),
         mb: bool = True,
         groups: Iterable[str] = (),
+        num_closids: int = 16,
+        mounted: bool = True,
+        mountable: bool = True,
         flags: Iterable[str] = (
             "cat_l3",
             "mba",
@@ -386,21 +418,10 @@ class FakeHostTree:
             "cqm_mbm_local",
         ),
     ) -> FakeHostTree:
-        """Mount a fake resctrl fs: ``info/L3/cbm_mask``, a root ``schemata`` and ``tasks``, and the CPU
-        flags that make the host resctrl-capable."""
-        base = self.paths.resctrl
-        (base / "info" / "L3").mkdir(parents=True, exist_ok=True)
-        (base / "info" / "L3" / "cbm_mask").write_text(cbm_mask + "\n")
-        lines = ["L3:" + ";".join(f"{i}={cbm_mask}" for i in cache_ids)]
-        if mb:
-            lines.append("MB:" + ";".join(f"{i}=100" for i in cache_ids))
-        schemata = "\n".join(lines) + "\n"
-        (base / "schemata").write_text(schemata)
-        (base / "tasks").write_text("")
-        for g in groups:
-            (base / g).mkdir(parents=True, exist_ok=True)
-            (base / g / "schemata").write_text(schemata)
-            (base / g / "tasks").write_text("")
+        """Give the host resctrl: the CPU flags that make it capable, the L3 cache of each CPU in sysfs
+        (CPUs spread evenly over ``cache_ids``), and a fake resctrl fs (``self.resctrl``, a kernel-like
+        ``FakeResctrl``) mounted unless ``mounted=False`` (then ``mount`` creates it, or fails with ENODEV
+        when not ``mountable``). ``groups`` are made right away."""
         vendor = "GenuineIntel"
         try:
             for line in (self.paths.proc / "cpuinfo").read_text().splitlines():
@@ -409,8 +430,39 @@ class FakeHostTree:
                     break
         except OSError:
             pass
+        self.resctrl = FakeResctrl(
+            self.paths.resctrl,
+            vendor=vendor,
+            cbm_mask=cbm_mask,
+            cache_ids=cache_ids,
+            mb=mb,
+            num_closids=num_closids,
+            live_threads=self.live_threads,
+            mounted=mounted,
+            mountable=mountable,
+        )
+        if mounted:
+            for g in groups:
+                if not self.paths.resctrl_file(g).exists():
+                    self.resctrl.make_group(self.paths.resctrl_file(g))
+        self._write_l3_caches(cache_ids)
         self.set_cpuinfo(vendor=vendor, flags=("fpu", "sse", *flags))
         return self
+
+    def _write_l3_caches(self, cache_ids: Sequence[int]) -> None:
+        ids = sorted(cache_ids) or [0]
+        n = max(len(self.processors), 1)
+        members: dict[int, list[int]] = {}
+        for k, p in enumerate(self.processors):
+            members.setdefault(ids[k * len(ids) // n], []).append(p.cpu)
+        for cache_id, cpus in members.items():
+            for cpu in cpus:
+                d = self.paths.sys / "devices" / "system" / "cpu" / f"cpu{cpu}" / "cache" / "index3"
+                d.mkdir(parents=True, exist_ok=True)
+                (d / "level").write_text("3\n")
+                (d / "type").write_text("Unified\n")
+                (d / "id").write_text(f"{cache_id}\n")
+                (d / "shared_cpu_list").write_text(format_cpuset(cpus) + "\n")
 
 
 class QOSHarness:
