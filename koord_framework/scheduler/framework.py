@@ -41,6 +41,8 @@ from koord_framework.errors import PluginLoadError
 from koord_framework.plugin import Plugin
 from koord_framework.scheduler.cycle_state import CycleState
 from koord_framework.scheduler.frameworkext import (
+    MAX_RESERVATION_SCORE,
+    MIN_RESERVATION_SCORE,
     NodeRestore,
     PreFilterTransformer,
     ReservationExtensions,
@@ -1463,6 +1465,12 @@ class _ReservationRunner(ReservationExtensions):
                     return [], _plugin_error(name, "ScoreReservation", exc)
                 if not s.is_success:
                     return [], Status(Code.ERROR, (f"running ScoreReservation of {name}: {s.message}",), name)
+                if not MIN_RESERVATION_SCORE <= int(value) <= MAX_RESERVATION_SCORE:
+                    msg = (
+                        f"plugin {name!r} returns an invalid score {value}, it should in the range of "
+                        f"[{MIN_RESERVATION_SCORE}, {MAX_RESERVATION_SCORE}]"
+                    )
+                    return [], Status(Code.ERROR, (msg,), name)
                 totals[i] += int(value)
         return totals, SUCCESS
 

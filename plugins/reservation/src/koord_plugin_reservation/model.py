@@ -35,6 +35,7 @@ from koord_framework.scheduler.frameworkext import (
     ANNOTATION_RESERVATION_NODE,
     ANNOTATION_RESERVE_POD,
     LABEL_RESERVATION_IGNORED,
+    ReservationInfo,
 )
 
 MAX_INT32 = 2**31 - 1
@@ -210,15 +211,19 @@ def _template_requests(spec: Mapping[str, Any], obj: str) -> dict[str, int]:
     return pod_requests(tuple(containers), overhead)
 
 
-def parse_reservation(obj: Mapping[str, Any]) -> ParsedReservation:
-    """Validate a Reservation (``ValidateReservation`` and every field the plugin reads)."""
+def parse_reservation(obj: Mapping[str, Any], *, strict: bool = True) -> ParsedReservation:
+    """Validate a Reservation (``ValidateReservation`` and every field the plugin reads).
+
+    ``strict=False`` skips the checks a scheduled reservation needs but a bare ``ReservationInfo`` does
+    not (owners, expiration, uid): Koordinator's ``NewReservationInfo`` builds one from any object.
+    """
     meta = _mapping(obj.get("metadata"), "reservation", "metadata", required=True)
     name = str(meta.get("name") or "")
     label = f"reservation {name or '<unnamed>'}"
     if not name:
         raise ReservationError(label, "metadata.name", "is required")
     uid = str(meta.get("uid") or "")
-    if not uid:
+    if not uid and strict:
         raise ReservationError(label, "metadata.uid", "is required")
     spec = _mapping(obj.get("spec"), label, "spec", required=True)
     template = _mapping(spec.get("template"), label, "spec.template", required=True)
@@ -231,10 +236,11 @@ def parse_reservation(obj: Mapping[str, Any]) -> ParsedReservation:
                 raise ReservationError(label, f"spec.template.metadata.{key}[{k}]", "must be a string")
     template_requests = _template_requests(tspec, label)
     raw_owners = spec.get("owners")
-    if raw_owners is None or (
+    if strict and (raw_owners is None or (
         isinstance(raw_owners, Sequence) and not isinstance(raw_owners, str) and not raw_owners
-    ):
+    )):
         raise ReservationError(label, "spec.owners", "the reservation misses the owner spec")
+    raw_owners = raw_owners or []
     if not isinstance(raw_owners, Sequence) or isinstance(raw_owners, str):
         raise ReservationError(label, "spec.owners", "must be a list")
     owners: list[OwnerMatcher] = []
@@ -262,7 +268,7 @@ def parse_reservation(obj: Mapping[str, Any]) -> ParsedReservation:
             )
         )
     ttl_raw, expires_raw = spec.get("ttl"), spec.get("expires")
-    if ttl_raw is None and expires_raw is None:
+    if strict and ttl_raw is None and expires_raw is None:
         raise ReservationError(
             label, "spec.ttl", "the reservation misses the expiration spec (ttl or expires)"
         )
@@ -528,9 +534,37 @@ __all__ = [
     "exact_match",
     "exact_match_spec",
     "holding",
+    "info_from_object",
     "is_reservation_ignored",
     "parse_reservation",
     "parse_reservation_affinity",
     "reserve_pod",
     "reserve_pod_manifest",
 ]
+
+
+def info_from_object(
+    obj: Mapping[str, Any],
+    allocated: Mapping[str, int] | None = None,
+    allocated_pods: Mapping[str, str] | None = None,
+) -> ReservationInfo:
+    """A ``ReservationInfo`` straight from an object (``NewReservationInfo``), for tests and tools:
+    ``allocated`` and ``allocated_pods`` stand for the owners the scheduler would have counted."""
+    r = parse_reservation(obj, strict=False)
+    return ReservationInfo(
+        name=r.name,
+        uid=r.uid,
+        node_name=r.node_name,
+        phase=r.phase or "Pending",
+        allocatable=dict(r.allocatable),
+        allocated=dict(allocated or {}),
+        reserved=dict(r.reserved),
+        resource_names=r.resource_names,
+        allocated_pods=dict(allocated_pods or {}),
+        allocate_once=r.allocate_once,
+        allocate_policy=r.allocate_policy,
+        unschedulable=r.unschedulable,
+        labels=r.labels,
+        annotations=r.annotations,
+        taints=r.taints,
+    )

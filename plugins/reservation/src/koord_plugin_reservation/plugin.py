@@ -40,6 +40,7 @@ from koord_framework.scheduler.frameworkext import (
     ReservationFilterPlugin,
     ReservationInfo,
     ReservationNominator,
+    ReservationScorePlugin,
     has_nomination,
     is_reserve_pod,
     nominated_reservation,
@@ -171,6 +172,7 @@ class Reservation(
     PreBindPlugin,
     BindPlugin,
     ReservationFilterPlugin,
+    ReservationScorePlugin,
     ReservationNominator,
     EnqueueExtensions,
 ):
@@ -654,7 +656,7 @@ class Reservation(
             if not s.is_success:
                 return None, s
         else:
-            scores = [self._score_reservation(state, pod, r, node_name)[0] for r in candidates]
+            scores = [self.score_reservation(state, pod, r, node_name)[0] for r in candidates]
         best = max(range(len(candidates)), key=lambda i: scores[i])
         return candidates[best], Status()
 
@@ -690,7 +692,7 @@ class Reservation(
         r = nominated_reservation(state, node_name)
         if r is None:
             return 0, Status()
-        return self._score_reservation(state, pod, r, node_name)
+        return self.score_reservation(state, pod, r, node_name)
 
     def score_all(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: Int64Array) -> Int64Array:
         ps = pod_state(state)
@@ -704,10 +706,10 @@ class Reservation(
                 out[i] = self._score_node(state, pod, name)[0]
         return out
 
-    def _score_reservation(
-        self, state: CycleState, pod: PodInfo, r: ReservationInfo, node_name: str
+    def score_reservation(
+        self, state: CycleState, pod: PodInfo, reservation: ReservationInfo, node_name: str
     ) -> tuple[int, Status]:
-        return score_reservation(pod.requests, r), Status()
+        return score_reservation(pod.requests, reservation), Status()
 
     def score_extensions(self) -> ScoreExtensions | None:
         return self
