@@ -43,6 +43,7 @@ from koord_framework.scheduler.cycle_state import CycleState
 from koord_framework.scheduler.frameworkext import (
     MAX_RESERVATION_SCORE,
     MIN_RESERVATION_SCORE,
+    CycleExplainer,
     NodeRestore,
     PreFilterTransformer,
     ReservationExtensions,
@@ -429,6 +430,9 @@ class Framework:
             (n, p) for n, p in self.pre_filter if isinstance(p, PreFilterTransformer)
         ]
         self.reservation_extensions = _ReservationRunner(self.plugins)
+        self.explainers: list[tuple[str, CycleExplainer]] = [
+            (n, p) for n, p in self.plugins.items() if isinstance(p, CycleExplainer)
+        ]
 
     # --- introspection ------------------------------------------------------------------------------
     def plugin(self, name: str) -> Plugin:
@@ -573,6 +577,16 @@ class Framework:
                     return s.with_plugin(name)
                 return Status(Code.ERROR, (f"running AfterPreFilter of {name}: {s.message}",), name, s.error)
         return SUCCESS
+
+    def run_explain(self, state: CycleState, pod: PodInfo, node_name: str | None) -> list[str]:
+        """Every ``CycleExplainer``'s lines, prefixed with the plugin's name (a failing one is logged)."""
+        out: list[str] = []
+        for name, p in self.explainers:
+            try:
+                out += [f"{name}: {line}" for line in p.explain_cycle(state, pod, node_name)]
+            except Exception:
+                log.exception("explain of plugin %s failed for pod %s", name, pod.key)
+        return out
 
     def cycle_view(self, state: CycleState) -> SnapshotView:
         """The nodes this pod's cycle sees: the snapshot, with the nodes transformers restored replaced."""

@@ -260,6 +260,15 @@ class ReservationPreBindPlugin(ExtensionPoint):
     ) -> Status: ...
 
 
+class CycleExplainer(abc.ABC):
+    """Lines for ``koord simulate --explain`` about one pod's cycle (the reservation it was nominated to,
+    why other reservations were rejected). Called only when explaining, after Filter and Score, with the
+    chosen node (None when the pod fit nowhere). Must not change any state."""
+
+    @abc.abstractmethod
+    def explain_cycle(self, state: CycleState, pod: PodInfo, node_name: str | None) -> list[str]: ...
+
+
 class ReservationNominator(abc.ABC):
     """Picks the reservation a pod consumes on a node (the Reservation plugin implements it)."""
 
@@ -388,6 +397,7 @@ __all__ = [
     "RESERVATION_API_VERSION",
     "RESERVATION_GROUP",
     "TRANSFORMER_POINTS",
+    "CycleExplainer",
     "ExtendedHandle",
     "NodeRestore",
     "PreFilterTransformer",

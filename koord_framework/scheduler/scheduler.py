@@ -144,6 +144,8 @@ class PodOutcome:
     totals: dict[str, int] | None = None
     attempts: int = 0
     nominated_node: str = ""
+    notes: list[str] = field(default_factory=list)
+    """Lines of the profile's ``CycleExplainer`` plugins (``explain``)."""
 
 
 @dataclass(slots=True)
@@ -264,6 +266,7 @@ class _CycleResult:
     filter: dict[str, Status] | None = None
     scores: dict[str, dict[str, tuple[int, int, int]]] | None = None
     totals: dict[str, int] | None = None
+    notes: list[str] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -649,6 +652,8 @@ class Scheduler:
         state.write(PODS_TO_ACTIVATE, {})
         self.cache.update_snapshot(self.snapshot)
         result = self._schedule_pod(fw, state, pod)
+        if self.explain and fw.explainers:
+            result.notes = fw.run_explain(state, pod, result.node)
         if result.node is None:
             self._after_failed_cycle(fw, state, info, result, cycle, started)
             return
@@ -874,6 +879,7 @@ class Scheduler:
                 totals=result.totals,
                 attempts=info.attempts,
                 nominated_node=self.queue.nominated_node_of(pod.uid),
+                notes=result.notes,
             )
 
     def _requeue(self, info: QueuedPodInfo, unsched: set[str], pending: set[str], cycle: int) -> None:
@@ -1036,6 +1042,7 @@ class Scheduler:
             b.result.scores,
             b.result.totals,
             b.info.attempts,
+            notes=b.result.notes,
         )
 
     # --- timers and the simulation driver -------------------------------------------------------------

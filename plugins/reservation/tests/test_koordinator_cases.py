@@ -79,12 +79,16 @@ def harness_with(*nodes: dict[str, Any]) -> tuple[SchedulerHarness, Reservation]
     return h, plugin
 
 
-def matched_state(p: PodInfo, by_node: dict[str, list[dict[str, Any]]], allocated: dict[str, Any] | None = None) -> tuple[CycleState, PodState]:
+def matched_state(
+    p: PodInfo, by_node: dict[str, list[dict[str, Any]]], allocated: dict[str, Any] | None = None
+) -> tuple[CycleState, PodState]:
     state = CycleState()
     ps = PodState(pod_requests=dict(p.requests))
     for node, objs in by_node.items():
         infos = [
-            info_from_object(o, allocated=parse_resource_list((allocated or {}).get(o["metadata"]["name"]) or {}))
+            info_from_object(
+                o, allocated=parse_resource_list((allocated or {}).get(o["metadata"]["name"]) or {})
+            )
             for o in objs
         ]
         ps.nodes[node] = NodeState(matched=infos)
@@ -152,7 +156,9 @@ def test_fits_reservation_ignored_by_group() -> None:
     info = info_from_object(r)
     request = parse_resource_list({"cpu": "1", "example.com/gpu": "4"})
     assert fits_reservation(request, info, None, False, (), {"example.com"}) == []
-    assert fits_reservation(request, info, None, False, (), ()) == ["Reservation(s) Insufficient example.com/gpu"]
+    assert fits_reservation(request, info, None, False, (), ()) == [
+        "Reservation(s) Insufficient example.com/gpu"
+    ]
 
 
 def test_fits_reservation_detailed_reasons_name_the_amounts() -> None:
@@ -221,7 +227,7 @@ def test_score_with_order_prefers_the_ordered_reservations_node() -> None:
 
 # --- TestPreFilter ---------------------------------------------------------------------------------------
 def test_pre_filter_skips_without_matched_reservations_and_affinity() -> None:
-    h, plugin = harness_with(make_node("test-node", cpu="16", memory="128Gi"))
+    _, plugin = harness_with(make_node("test-node", cpu="16", memory="128Gi"))
     p = pod(cpu="1")
     state = CycleState()
     restore, s = plugin.before_pre_filter(state, p)
@@ -231,8 +237,10 @@ def test_pre_filter_skips_without_matched_reservations_and_affinity() -> None:
 
 
 def test_pre_filter_rejects_required_affinity_without_matches() -> None:
-    h, plugin = harness_with(make_node("test-node", cpu="16", memory="128Gi"))
-    p = pod(cpu="1", annotations={"scheduling.koordinator.sh/reservation-affinity": json.dumps({"name": "x"})})
+    _, plugin = harness_with(make_node("test-node", cpu="16", memory="128Gi"))
+    p = pod(
+        cpu="1", annotations={"scheduling.koordinator.sh/reservation-affinity": json.dumps({"name": "x"})}
+    )
     state = CycleState()
     _, s = plugin.before_pre_filter(state, p)
     assert s.is_success
@@ -242,7 +250,7 @@ def test_pre_filter_rejects_required_affinity_without_matches() -> None:
 
 
 def test_pre_filter_of_a_reserve_pod_without_its_reservation_fails() -> None:
-    h, plugin = harness_with(make_node("test-node", cpu="16", memory="128Gi"))
+    _, plugin = harness_with(make_node("test-node", cpu="16", memory="128Gi"))
     p = pod(annotations={ANNOTATION_RESERVE_POD: "true", ANNOTATION_RESERVATION_NAME: "missing"})
     state = CycleState()
     plugin.before_pre_filter(state, p)
@@ -253,7 +261,7 @@ def test_pre_filter_of_a_reserve_pod_without_its_reservation_fails() -> None:
 
 # --- TestFilterNominateReservation -----------------------------------------------------------------------
 def test_filter_nominate_refuses_a_used_allocate_once_reservation() -> None:
-    h, plugin = harness_with(make_node("test-node", cpu="16", memory="128Gi"))
+    _, plugin = harness_with(make_node("test-node", cpu="16", memory="128Gi"))
     p = pod(cpu="1", memory="1Gi")
     state, _ = matched_state(p, {"test-node": [R4C8G]})
     used = info_from_object(R4C8G, allocated={"cpu": 1000}, allocated_pods={"u": "ns/owner"})
@@ -265,7 +273,7 @@ def test_filter_nominate_refuses_a_used_allocate_once_reservation() -> None:
 
 
 def test_filter_nominate_restricted_reports_reservation_reasons() -> None:
-    h, plugin = harness_with(make_node("test-node", cpu="16", memory="128Gi"))
+    _, plugin = harness_with(make_node("test-node", cpu="16", memory="128Gi"))
     p = pod(cpu="6", memory="1Gi")
     restricted = reservation("restricted", "4", "8Gi", allocatePolicy="Restricted")
     state, _ = matched_state(p, {"test-node": [restricted]})
@@ -276,7 +284,7 @@ def test_filter_nominate_restricted_reports_reservation_reasons() -> None:
 
 # --- TestPreBind / TestBind --------------------------------------------------------------------------------
 def test_pre_bind_writes_reservation_allocated() -> None:
-    h, plugin = harness_with(make_node("test-node", cpu="16", memory="128Gi"))
+    _, plugin = harness_with(make_node("test-node", cpu="16", memory="128Gi"))
     p = pod(cpu="1")
     state = CycleState()
     ps = PodState(pod_requests=dict(p.requests))

@@ -236,9 +236,10 @@ def parse_reservation(obj: Mapping[str, Any], *, strict: bool = True) -> ParsedR
                 raise ReservationError(label, f"spec.template.metadata.{key}[{k}]", "must be a string")
     template_requests = _template_requests(tspec, label)
     raw_owners = spec.get("owners")
-    if strict and (raw_owners is None or (
-        isinstance(raw_owners, Sequence) and not isinstance(raw_owners, str) and not raw_owners
-    )):
+    if strict and (
+        raw_owners is None
+        or (isinstance(raw_owners, Sequence) and not isinstance(raw_owners, str) and not raw_owners)
+    ):
         raise ReservationError(label, "spec.owners", "the reservation misses the owner spec")
     raw_owners = raw_owners or []
     if not isinstance(raw_owners, Sequence) or isinstance(raw_owners, str):

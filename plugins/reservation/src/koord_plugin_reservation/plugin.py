@@ -34,6 +34,7 @@ from koord_framework.scheduler.frameworkext import (
     ANNOTATION_RESERVATION_ALLOCATED,
     ANNOTATION_RESERVATION_NAME,
     ANNOTATION_RESERVATION_NODE,
+    CycleExplainer,
     ExtendedHandle,
     NodeRestore,
     PreFilterTransformer,
@@ -174,6 +175,7 @@ class Reservation(
     ReservationFilterPlugin,
     ReservationScorePlugin,
     ReservationNominator,
+    CycleExplainer,
     EnqueueExtensions,
 ):
     """Reserve capacity with Reservation objects and hand it to their owners (see the module docstring)."""
@@ -828,15 +830,19 @@ class Reservation(
         return Status()
 
     # --- reports -----------------------------------------------------------------------------------
-    def explain(self, state: CycleState, node_name: str) -> list[str]:
-        """Lines for ``--explain``: the reservation nominated on ``node_name`` and why others were not."""
+    def explain_cycle(self, state: CycleState, pod: PodInfo, node_name: str | None) -> list[str]:
+        """Lines for ``--explain``: the reservation nominated on the chosen node and why others were not."""
         ps = pod_state(state)
         if ps is None or ps.reserve_pod:
             return []
         lines = []
-        r = nominated_reservation(state, node_name)
+        r = nominated_reservation(state, node_name) if node_name else None
         if r is not None:
-            lines.append(f"nominated reservation {r.name} on {node_name}")
+            lines.append(f"nominated reservation {r.name} on node {node_name}")
+        for node, ns in sorted(ps.nodes.items()):
+            for other in ns.matched:
+                if r is None or other.uid != r.uid:
+                    lines.append(f"reservation {other.name} on {node} matched but was not nominated")
         for node, diag in sorted(ps.diagnosis.items()):
             for name, why in sorted(diag.rejected.items()):
                 lines.append(f"reservation {name} on {node} {why}")
