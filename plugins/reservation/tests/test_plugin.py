@@ -44,7 +44,9 @@ def allocated_to(h: SchedulerHarness, pod: str, namespace: str = "default") -> s
 
 
 def test_reservation_is_scheduled_then_only_its_owner_uses_the_capacity() -> None:
-    h = harness(make_node("n1", cpu="4", memory="8Gi"), make_reservation("r1", cpu="3", owner_labels={"app": "a"}))
+    h = harness(
+        make_node("n1", cpu="4", memory="8Gi"), make_reservation("r1", cpu="3", owner_labels={"app": "a"})
+    )
     h.run_until_idle()
     st = status_of(h, "r1")
     assert st["phase"] == "Available" and st["nodeName"] == "n1"
@@ -72,7 +74,9 @@ def test_reservation_is_scheduled_then_only_its_owner_uses_the_capacity() -> Non
 def test_shared_reservation_serves_several_owners_and_keeps_its_status() -> None:
     h = harness(
         make_node("n1", cpu="8", memory="16Gi"),
-        make_reservation("r1", cpu="4", memory="4Gi", owner_labels={"app": "a"}, allocate_once=False, node="n1"),
+        make_reservation(
+            "r1", cpu="4", memory="4Gi", owner_labels={"app": "a"}, allocate_once=False, node="n1"
+        ),
     )
     for i in range(3):
         h.add(make_pod(f"a{i}", cpu="1", memory="1Gi", labels={"app": "a"}))
@@ -149,7 +153,11 @@ def test_reservation_affinity_by_name_and_reservation_ignored() -> None:
     h.add(make_pod("lost", cpu="1", memory="1Gi", labels={"app": "a"}, annotations=missing))
     h.run_until_idle()
     assert "no reservations match reservation affinity" in h.result(make_pod("lost")).message
-    h.add(make_pod("ignorer", cpu="3", memory="1Gi", labels={"scheduling.koordinator.sh/reservation-ignored": "true"}))
+    h.add(
+        make_pod(
+            "ignorer", cpu="3", memory="1Gi", labels={"scheduling.koordinator.sh/reservation-ignored": "true"}
+        )
+    )
     h.run_until_idle()
     assert h.result(make_pod("ignorer")).node in ("n1", "n2")
     assert allocated_to(h, "ignorer") is None
@@ -225,10 +233,18 @@ def test_default_and_restricted_policies_do_not_share_a_node() -> None:
 
 # --- bad input ------------------------------------------------------------------------------------------
 def test_invalid_reservation_is_named_and_the_rest_still_schedules() -> None:
-    bad_selector = make_reservation("bad", owners=[{"labelSelector": {"matchExpressions": [{"key": "a", "operator": "Near"}]}}])
+    bad_selector = make_reservation(
+        "bad", owners=[{"labelSelector": {"matchExpressions": [{"key": "a", "operator": "Near"}]}}]
+    )
     no_owner = make_reservation("lonely", owners=[])
     no_ttl = make_reservation("forever", ttl=None)
-    h = harness(make_node("n1", cpu="4", memory="8Gi"), bad_selector, no_owner, no_ttl, make_reservation("good", cpu="1"))
+    h = harness(
+        make_node("n1", cpu="4", memory="8Gi"),
+        bad_selector,
+        no_owner,
+        no_ttl,
+        make_reservation("good", cpu="1"),
+    )
     h.add(make_pod("p", cpu="1", memory="1Gi"))
     h.run_until_idle()
     assert status_of(h, "good")["phase"] == "Available"

@@ -43,7 +43,9 @@ def make_reservation(
         tspec["nodeName"] = template_node
     spec: dict[str, Any] = {
         "template": {"spec": tspec},
-        "owners": owners if owners is not None else [{"labelSelector": {"matchLabels": dict(owner_labels or {"app": name})}}],
+        "owners": owners
+        if owners is not None
+        else [{"labelSelector": {"matchLabels": dict(owner_labels or {"app": name})}}],
     }
     if ttl is not None:
         spec["ttl"] = ttl
