@@ -598,6 +598,11 @@ class Framework:
         view: CycleView | None = state.get(_VIEW_KEY)
         return view.overrides if view is not None else _NO_OVERRIDES
 
+    @staticmethod
+    def _restored_positions(state: CycleState, rows: Int64Array) -> Int64Array:
+        view: CycleView = state.read(_VIEW_KEY)
+        return np.flatnonzero(view.restored_rows[rows])
+
     def run_pre_filter_extension_add_pod(
         self, state: CycleState, pod: PodInfo, to_add: PodInfo, node: NodeInfo
     ) -> Status:
@@ -723,7 +728,9 @@ class Framework:
                 except Exception as exc:
                     return FilterOutcome(_EMPTY_ROWS, 0, error=_plugin_error(f.name, "Filter", exc))
                 if overrides:
-                    mask = _restored_mask(f, state, pod, rows, mask, overrides)
+                    mask = _restored_mask(
+                        f, state, pod, rows, mask, overrides, self._restored_positions(state, rows)
+                    )
                 if sampled:
                     spent[f.name] = spent.get(f.name, 0.0) + perf_counter() - t0
                 # count_nonzero is a plain C loop; ndarray.all() goes through the generic reduction
@@ -997,7 +1004,9 @@ class Framework:
                 overrides = self._overrides(state)
                 if overrides:
                     try:
-                        raw = _restored_scores(sc.plugin, state, pod, rows, raw, overrides)
+                        raw = _restored_scores(
+                            sc.plugin, state, pod, rows, raw, overrides, self._restored_positions(state, rows)
+                        )
                     except Exception as exc:
                         return None, _plugin_error(sc.name, "Score", exc)
             else:
@@ -1331,7 +1340,7 @@ class CycleView:
     restored rows the framework asks the per-node forms instead (``_restored_mask``/``_restored_scores``).
     """
 
-    __slots__ = ("by_row", "node_list", "overrides", "table")
+    __slots__ = ("by_row", "node_list", "overrides", "restored_rows", "table")
 
     def __init__(
         self,
@@ -1345,6 +1354,11 @@ class CycleView:
         self.node_list = node_list
         self.overrides = overrides
         """Row -> restored NodeInfo."""
+        flags = np.zeros(len(by_row), dtype=np.bool_)
+        if overrides:
+            flags[np.fromiter(overrides, dtype=np.int64, count=len(overrides))] = True
+        self.restored_rows = flags
+        """Per snapshot row: whether it is restored (one gather finds them among any rows)."""
 
     @classmethod
     def restored(cls, snap: SnapshotView, restore: NodeRestore) -> CycleView:
@@ -1378,9 +1392,10 @@ def _restored_mask(
     rows: Int64Array,
     mask: BoolArray,
     overrides: dict[int, NodeInfo],
+    touched: Int64Array,
 ) -> BoolArray:
-    """``mask`` with the restored rows answered by ``filter`` on their restored NodeInfo."""
-    touched = np.flatnonzero(np.isin(rows, np.fromiter(overrides, dtype=np.int64, count=len(overrides))))
+    """``mask`` with the restored rows (positions ``touched``) answered by ``filter`` on their restored
+    NodeInfo."""
     if touched.size == 0:
         return mask
     out = np.array(mask, dtype=np.bool_, copy=True)
@@ -1396,9 +1411,10 @@ def _restored_scores(
     rows: Int64Array,
     raw: Int64Array,
     overrides: dict[int, NodeInfo],
+    touched: Int64Array,
 ) -> Int64Array:
-    """``raw`` with the restored rows scored by ``score`` on their restored NodeInfo."""
-    touched = np.flatnonzero(np.isin(rows, np.fromiter(overrides, dtype=np.int64, count=len(overrides))))
+    """``raw`` with the restored rows (positions ``touched``) scored by ``score`` on their restored
+    NodeInfo."""
     if touched.size == 0:
         return raw
     out = raw.copy()

@@ -81,12 +81,15 @@ class ReservationCache:
         """Reservation uid -> pod uid -> owner assumed in Reserve and not yet seen bound."""
         self.pod_owner: dict[str, str] = {}
         """Owner pod uid -> reservation uid (bound or assumed)."""
+        self.generation = 0
+        """Bumped whenever a reservation is added, changed or removed (the controller's due time)."""
         self.errors: dict[str, ReservationError] = {}
         """Reservation name -> why it is unusable (shown by ``koord simulate`` and in events)."""
 
     # --- reservations -----------------------------------------------------------------------------
     def upsert(self, obj: Mapping[str, object]) -> Changes:
         changes = Changes()
+        self.generation += 1
         meta = obj.get("metadata")
         name = str(meta.get("name", "")) if isinstance(meta, Mapping) else ""
         try:
@@ -128,6 +131,7 @@ class ReservationCache:
 
     def delete(self, obj: Mapping[str, object]) -> Changes:
         changes = Changes()
+        self.generation += 1
         meta = obj.get("metadata")
         if not isinstance(meta, Mapping):
             return changes

@@ -100,19 +100,23 @@ class ReservationController:
         self._lock = threading.Lock()
         self._last_resync = float("-inf")
         self._last_gc = float("-inf")
+        self._expiry: tuple[int, float] | None = None
+        """(cache generation, earliest expiry) — recomputed only when a reservation changed."""
 
     # --- scheduling -------------------------------------------------------------------------------
     def next_due(self) -> float:
         """When the next pass must run: the resync interval, or the earliest expiry, whichever is first."""
         due = self._last_resync + float(self.args.resync_interval_seconds or 60)
-        for entry in self.cache.snapshot():
-            r = entry.r
-            if r.is_terminal:
-                continue
-            at = r.expiry()
-            if at is not None and at < due:
-                due = at
-        return due
+        generation = self.cache.generation
+        if self._expiry is None or self._expiry[0] != generation:
+            earliest = float("inf")
+            for entry in self.cache.snapshot():
+                r = entry.r
+                at = None if r.is_terminal else r.expiry()
+                if at is not None and at < earliest:
+                    earliest = at
+            self._expiry = (generation, earliest)
+        return min(due, self._expiry[1])
 
     def sync_due(self) -> int:
         """Run a full pass if one is due; returns the number of writes."""

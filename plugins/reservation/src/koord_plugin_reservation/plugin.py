@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -479,15 +479,16 @@ class Reservation(
         else:
             interesting = set(ps.nodes)
             wanted = ""
-        names = table.names
-        for i, row in enumerate(rows.tolist()):
-            name = names[row]
-            if wanted and name != wanted:
-                mask[i] = False
-                continue
-            if name in interesting or (ps.has_affinity and not ps.reserve_pod):
-                node = self.handle.node_info(name)
-                mask[i] = node is not None and self.filter(state, pod, node).is_success
+        names, index = table.names, table.index
+        if wanted:
+            row = index.get(wanted, -1)
+            mask &= rows == row
+        if ps.has_affinity and not ps.reserve_pod:
+            # Only nodes with matched reservations can pass (PreFilter narrowed the search to them).
+            mask &= _rows_in(rows, interesting, index)
+        for i in np.flatnonzero(mask & _rows_in(rows, interesting, index)).tolist():
+            node = self.handle.node_info(names[int(rows[i])])
+            mask[i] = node is not None and self.filter(state, pod, node).is_success
         return mask
 
     def _filter_reserve_pod(self, pod: PodInfo, node_name: str) -> Status:
@@ -702,10 +703,8 @@ class Reservation(
         if ps is None or ps.reserve_pod or not ps.nodes:
             return out
         names = table.names
-        for i, row in enumerate(rows.tolist()):
-            name = names[row]
-            if name in ps.nodes:
-                out[i] = self._score_node(state, pod, name)[0]
+        for i in np.flatnonzero(_rows_in(rows, ps.nodes, table.index)).tolist():
+            out[i] = self._score_node(state, pod, names[int(rows[i])])[0]
         return out
 
     def score_reservation(
@@ -850,6 +849,14 @@ class Reservation(
 
 
 # --- helpers ---------------------------------------------------------------------------------------
+def _rows_in(rows: Int64Array, names: Iterable[str], index: Mapping[str, int]) -> BoolArray:
+    """Which of ``rows`` belong to the nodes ``names`` (a few nodes among many rows)."""
+    wanted = [index[n] for n in names if n in index]
+    if not wanted:
+        return np.zeros(rows.shape[0], dtype=np.bool_)
+    return np.isin(rows, np.asarray(wanted, dtype=np.int64))
+
+
 def order_of(reservations: Sequence[ReservationInfo]) -> tuple[ReservationInfo | None, int]:
     """``findMostPreferredReservationByOrder``: the reservation with the lowest positive order label."""
     best: ReservationInfo | None = None
