@@ -1,6 +1,6 @@
 """Reservation at scale: 1,000 nodes, 2,000 Available reservations, 10,000 pods of which half are owners.
 
-    python -m bench.reservation                 # both runs side by side, the ratio, bench/results/reservation.json
+    python -m bench.reservation                 # both runs side by side and their ratio
     python -m bench --workload reservation      # the run with reservations only
 
 Nodes {cpu 32, memory 128Gi, pods 110}. Reservations {cpu 4, memory 8Gi}, two per node, Available (as if

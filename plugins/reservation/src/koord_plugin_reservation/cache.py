@@ -81,15 +81,15 @@ class ReservationCache:
         """Reservation uid -> pod uid -> owner assumed in Reserve and not yet seen bound."""
         self.pod_owner: dict[str, str] = {}
         """Owner pod uid -> reservation uid (bound or assumed)."""
-        self.generation = 0
-        """Bumped whenever a reservation is added, changed or removed (the controller's due time)."""
+        self.earliest_expiry = float("inf")
+        """No reservation expires before this (it may be earlier than the truth after a change: the
+        controller then runs a pass and sets it exactly)."""
         self.errors: dict[str, ReservationError] = {}
         """Reservation name -> why it is unusable (shown by ``koord simulate`` and in events)."""
 
     # --- reservations -----------------------------------------------------------------------------
     def upsert(self, obj: Mapping[str, object]) -> Changes:
         changes = Changes()
-        self.generation += 1
         meta = obj.get("metadata")
         name = str(meta.get("name", "")) if isinstance(meta, Mapping) else ""
         try:
@@ -102,7 +102,10 @@ class ReservationCache:
                 if uid is not None:
                     self._drop(uid, changes)
             return changes
+        at = None if r.is_terminal else r.expiry()
         with self._lock:
+            if at is not None and at < self.earliest_expiry:
+                self.earliest_expiry = at
             self.errors.pop(r.name, None)
             old = self.entries.get(r.uid)
             if old is not None:
@@ -131,7 +134,6 @@ class ReservationCache:
 
     def delete(self, obj: Mapping[str, object]) -> Changes:
         changes = Changes()
-        self.generation += 1
         meta = obj.get("metadata")
         if not isinstance(meta, Mapping):
             return changes

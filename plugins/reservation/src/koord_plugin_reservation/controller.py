@@ -100,23 +100,12 @@ class ReservationController:
         self._lock = threading.Lock()
         self._last_resync = float("-inf")
         self._last_gc = float("-inf")
-        self._expiry: tuple[int, float] | None = None
-        """(cache generation, earliest expiry) — recomputed only when a reservation changed."""
 
     # --- scheduling -------------------------------------------------------------------------------
     def next_due(self) -> float:
         """When the next pass must run: the resync interval, or the earliest expiry, whichever is first."""
         due = self._last_resync + float(self.args.resync_interval_seconds or 60)
-        generation = self.cache.generation
-        if self._expiry is None or self._expiry[0] != generation:
-            earliest = float("inf")
-            for entry in self.cache.snapshot():
-                r = entry.r
-                at = None if r.is_terminal else r.expiry()
-                if at is not None and at < earliest:
-                    earliest = at
-            self._expiry = (generation, earliest)
-        return min(due, self._expiry[1])
+        return min(due, self.cache.earliest_expiry)
 
     def sync_due(self) -> int:
         """Run a full pass if one is due; returns the number of writes."""
@@ -130,8 +119,14 @@ class ReservationController:
             now = self.clock.now()
             self._last_resync = now
             writes = 0
+            earliest = float("inf")
             for entry in self.cache.snapshot():
                 writes += self._sync(entry.r, now)
+                at = None if entry.r.is_terminal else entry.r.expiry()
+                if at is not None and now < at < earliest:
+                    earliest = at
+            # Reservations expired by this pass are terminal now; those updates lowered nothing.
+            self.cache.earliest_expiry = earliest
             if not self.args.disable_garbage_collection and now - self._last_gc >= self.args.gc_interval:
                 self._last_gc = now
                 writes += self._gc(now)
