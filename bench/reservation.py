@@ -4,8 +4,8 @@
     python -m bench --workload reservation      # the run with reservations only
 
 Nodes {cpu 32, memory 128Gi, pods 110}. Reservations {cpu 4, memory 8Gi}, two per node, Available (as if
-scheduled earlier), shared (``allocateOnce: false``), owned by one of 200 services (``app: svc-K``). Measured
-pods {cpu 500m, memory 1Gi}: even ones are owners (``app: svc-(i/2 mod 200)``, each matching the 10
+scheduled earlier), shared (``allocateOnce: false``), owned by one of 500 services (``app: svc-K``). Measured
+pods {cpu 500m, memory 1Gi}: even ones are owners (``app: svc-(i/2 mod 500)``, each matching the 4
 reservations of its service), odd ones belong to no service. The profile is the shipped
 ``configs/scheduler/koord-scheduler.yaml`` (Reservation at weight 5000). The baseline is the same run
 without the reservations; the report gives both and the ratio of their mean pods/s.
@@ -32,7 +32,7 @@ CONFIG = Path(__file__).resolve().parent.parent / "configs" / "scheduler" / "koo
 NODE = {"cpu": "32", "memory": "128Gi", "pods": "110"}
 RESERVED = {"cpu": "4", "memory": "8Gi"}
 POD = {"cpu": "500m", "memory": "1Gi"}
-SERVICES = 200
+SERVICES = 500
 RESERVATIONS_PER_NODE = 2
 ALLOCATED = "scheduling.koordinator.sh/reservation-allocated"
 

@@ -497,7 +497,9 @@ class Framework:
             s = self._run_before_pre_filter(state, pod)
             if not s.is_success:
                 return None, s
-            nodes = self.cycle_view(state).node_list
+            view: CycleView | None = state.get(_VIEW_KEY)
+            if view is not None and view.affinity_changed:
+                nodes = view.node_list
         result: PreFilterResult | None = None
         narrowing: list[str] = []
         returned = SUCCESS
@@ -1342,7 +1344,7 @@ class CycleView:
     restored rows the framework asks the per-node forms instead (``_restored_mask``/``_restored_scores``).
     """
 
-    __slots__ = ("by_row", "node_list", "overrides", "restored_rows", "table")
+    __slots__ = ("affinity_changed", "by_row", "node_list", "overrides", "restored_rows", "table")
 
     def __init__(
         self,
@@ -1361,10 +1363,15 @@ class CycleView:
             flags[np.fromiter(overrides, dtype=np.int64, count=len(overrides))] = True
         self.restored_rows = flags
         """Per snapshot row: whether it is restored (one gather finds them among any rows)."""
+        self.affinity_changed = False
+        """Whether a removed pod had pod (anti-)affinity. If not, PreFilter gets the snapshot's own node
+        list: what PreFilter plugins derive from the list (inter-pod affinity terms of existing pods) is
+        the same, and they keep their O(1) paths for it."""
 
     @classmethod
     def restored(cls, snap: SnapshotView, restore: NodeRestore) -> CycleView:
         overrides: dict[int, NodeInfo] = {}
+        affinity = False
         index = snap.table.index
         for node, pods in restore.remove_pods.items():
             row = index.get(node)
@@ -1376,6 +1383,7 @@ class CycleView:
             clone = overrides.get(row) or current.clone()
             for p in pods:
                 if p.uid in clone.pods:
+                    affinity = affinity or p.uid in clone.pods_with_affinity
                     clone.remove_pod(p)
             overrides[row] = clone
         if not overrides:
@@ -1383,7 +1391,9 @@ class CycleView:
         by_row = list(snap.by_row)
         for row, ni in overrides.items():
             by_row[row] = ni
-        return cls(snap, by_row, _RestoredNodes(snap.node_list, overrides), overrides)
+        view = cls(snap, by_row, _RestoredNodes(snap.node_list, overrides), overrides)
+        view.affinity_changed = affinity
+        return view
 
 
 class _RestoredNodes(Sequence[NodeInfo]):
@@ -1465,6 +1475,10 @@ class _ReservationRunner(ReservationExtensions):
         self.restore = [(n, p) for n, p in plugins.items() if isinstance(p, ReservationRestorePlugin)]
         self.filters = [(n, p) for n, p in plugins.items() if isinstance(p, ReservationFilterPlugin)]
         self.scores = [(n, p) for n, p in plugins.items() if isinstance(p, ReservationScorePlugin)]
+
+    @property
+    def has_restore_plugins(self) -> bool:
+        return bool(self.restore)
 
     def run_pre_restore_reservation(self, state: CycleState, pod: PodInfo) -> Status:
         for name, p in self.restore:

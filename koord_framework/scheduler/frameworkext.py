@@ -282,6 +282,12 @@ class ReservationNominator(abc.ABC):
 class ReservationExtensions(abc.ABC):
     """The runners of the reservation hooks over the profile's plugins (``ExtendedHandle``)."""
 
+    @property
+    @abc.abstractmethod
+    def has_restore_plugins(self) -> bool:
+        """Whether any plugin of the profile implements ``ReservationRestorePlugin`` (callers may skip
+        gathering the arguments otherwise)."""
+
     @abc.abstractmethod
     def run_pre_restore_reservation(self, state: CycleState, pod: PodInfo) -> Status: ...
 

@@ -108,6 +108,12 @@ class ReservationCache:
                 self.earliest_expiry = at
             self.errors.pop(r.name, None)
             old = self.entries.get(r.uid)
+            if old is not None and _same_scheduling(old.r, r):
+                # Only the status the controller keeps (allocated, currentOwners) changed: nothing that
+                # matching or counting reads, so the entry stays and just refers to the new object.
+                old.r = r
+                old.info = None
+                return changes
             if old is not None:
                 self._unindex(old)
             elif r.name in self.by_name and self.by_name[r.name] != r.uid:
@@ -369,6 +375,18 @@ class ReservationCache:
     def snapshot(self) -> list[Entry]:
         with self._lock:
             return list(self.entries.values())
+
+
+def _same_scheduling(a: ParsedReservation, b: ParsedReservation) -> bool:
+    """Whether two versions of a reservation schedule and count the same (status bookkeeping aside)."""
+    return (
+        a.phase == b.phase
+        and a.node_name == b.node_name
+        and a.allocatable == b.allocatable
+        and a.labels == b.labels
+        and a.annotations == b.annotations
+        and (a.obj.get("spec") or {}) == (b.obj.get("spec") or {})
+    )
 
 
 def entry_info_reset(entry: Entry | None) -> None:

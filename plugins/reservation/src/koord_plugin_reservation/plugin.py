@@ -30,6 +30,9 @@ from koord_framework.api.resources import format_resource_list
 from koord_framework.errors import ClusterError
 from koord_framework.plugin import PluginArgs
 from koord_framework.scheduler.cycle_state import CycleState
+
+# The vectorised NormalizeScore form is declared next to the runner, as the core plugins import it.
+from koord_framework.scheduler.framework import VectorNormalize
 from koord_framework.scheduler.frameworkext import (
     ANNOTATION_RESERVATION_ALLOCATED,
     ANNOTATION_RESERVATION_NAME,
@@ -137,6 +140,9 @@ class PodState:
     diagnosis: dict[str, Diagnosis] = field(default_factory=dict)
     preferred_node: str = ""
     assumed: ReservationInfo | None = None
+    verdicts: dict[Any, Status] = field(default_factory=dict)
+    """Memo of ``_filter_with_reservations`` by everything it reads: Filter (vectorised and per node, on
+    the snapshot's and on the restored node) and nomination ask the same questions several times."""
 
     def clone(self) -> PodState:
         return PodState(
@@ -149,6 +155,7 @@ class PodState:
             self.diagnosis,
             self.preferred_node,
             self.assumed,
+            self.verdicts,
         )
 
 
@@ -169,6 +176,7 @@ class Reservation(
     ScorePlugin,
     VectorScore,
     ScoreExtensions,
+    VectorNormalize,
     ReservePlugin,
     PreBindPlugin,
     BindPlugin,
@@ -250,26 +258,35 @@ class Reservation(
             )
 
     def _owner_of(self, obj: Mapping[str, Any]) -> tuple[PodInfo, str | None] | None:
-        """The pod and the reservation uid it consumes, for a pod the cache cares about; None otherwise."""
+        """The pod and the reservation uid it consumes once bound, for a pod whose ownership changes;
+        None when nothing changes (most pod events: no annotation, or the state already recorded)."""
         meta = obj.get("metadata") or {}
         annotations = meta.get("annotations") or {}
         raw = annotations.get(ANNOTATION_RESERVATION_ALLOCATED)
         uid = str(meta.get("uid") or "")
-        if not raw and uid not in self.cache.pod_owner:
+        previous = self.cache.pod_owner.get(uid)
+        if not raw and previous is None:
             return None
-        pod = PodInfo.from_manifest(obj)
-        target: str | None = None
-        if raw and pod.node_name and not pod.is_terminal:
+        named: str | None = None
+        if raw:
             try:
                 value = json.loads(raw)
-                target = str(value["uid"]) if isinstance(value, dict) and value.get("uid") else None
+                named = str(value["uid"]) if isinstance(value, dict) and value.get("uid") else None
             except ValueError:
                 log.warning(
-                    "pod %s: annotation %s is not valid JSON; ignored",
-                    pod.key,
+                    "pod %s/%s: annotation %s is not valid JSON; ignored",
+                    meta.get("namespace"),
+                    meta.get("name"),
                     ANNOTATION_RESERVATION_ALLOCATED,
                 )
-        return pod, target
+        terminal = (obj.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+        bound = bool((obj.get("spec") or {}).get("nodeName")) and not terminal
+        if not bound and not terminal and named is not None and named == previous:
+            return None  # PreBind wrote the annotation; the assumption stands until the pod is bound
+        target = named if bound else None
+        if target is not None and target == previous and uid in self.cache.owners.get(target, {}):
+            return None  # already counted as a bound owner
+        return PodInfo.from_manifest(obj), target
 
     def _on_pod_add(self, obj: Mapping[str, Any]) -> None:
         found = self._owner_of(obj)
@@ -348,7 +365,8 @@ class Reservation(
             if entry.counted is not None:
                 ns.restored.append(entry.counted)
                 restore.add(node, entry.counted)
-        if ps.nodes and self._extended is not None:
+        ext = self._extended
+        if ps.nodes and ext is not None and ext.reservation_extensions.has_restore_plugins:
             s = self._restore_hooks(state, pod, ps)
             if not s.is_success:
                 return None, s
@@ -531,6 +549,33 @@ class Reservation(
         """``filterWithReservations``: the pod fits when one matched reservation, given back alone, lets it
         fit on the node (and, under ``Restricted``, inside the reservation)."""
         requested, pods = self._full_usage(node, ns)
+        key = (
+            node.name,
+            frozenset(requested.items()),
+            pods,
+            required,
+            tuple(r.uid for r in matched),
+            tuple(len(r.allocated_pods) for r in matched),
+        )
+        known = ps.verdicts.get(key)
+        if known is not None:
+            return known
+        verdict = self._fit_verdict(state, pod, node, ps, ns, matched, required, requested, pods)
+        ps.verdicts[key] = verdict
+        return verdict
+
+    def _fit_verdict(
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        node: NodeInfo,
+        ps: PodState,
+        ns: NodeState,
+        matched: Sequence[ReservationInfo],
+        required: bool,
+        requested: Mapping[str, int],
+        pods: int,
+    ) -> Status:
         allocatable = node.allocatable
         count = len(ns.matched)
         by_node: set[str] = set()
@@ -669,18 +714,26 @@ class Reservation(
         if ps is None or ps.reserve_pod or ps.ignored or not ps.nodes:
             return Status(Code.SKIP)
         best_order: int | None = None
-        for node in nodes:
-            ns = ps.nodes.get(node.name)
-            if ns is None or not ns.matched:
+        # The preferred node is the first feasible one (in PreScore's order) holding the best-ordered
+        # reservation; finding it needs the feasible list only when some matched reservation has an order.
+        # Nominating on a matched node that is not feasible is harmless: Score never asks about it.
+        if any(r.order > 0 for ns in ps.nodes.values() for r in ns.matched):
+            feasible = {ni.name: i for i, ni in enumerate(nodes) if ni.name in ps.nodes}
+            names = sorted(feasible, key=feasible.__getitem__)
+        else:
+            names = sorted(ps.nodes)
+        for name in names:
+            ns = ps.nodes[name]
+            if not ns.matched:
                 continue
             _, order = order_of(ns.matched)
             if order and (best_order is None or order < best_order):
-                best_order, ps.preferred_node = order, node.name
-            r, s = self.nominate_reservation(state, pod, node.name)
+                best_order, ps.preferred_node = order, name
+            r, s = self.nominate_reservation(state, pod, name)
             if not s.is_success:
                 return s
             if r is not None:
-                set_nominated_reservation(state, node.name, r)
+                set_nominated_reservation(state, name, r)
         return Status()
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> tuple[int, Status]:
@@ -724,6 +777,17 @@ class Reservation(
         for s in scores:
             s.score = MAX_NODE_SCORE * s.score // top
         return Status()
+
+    def normalize_all(
+        self, state: CycleState, pod: PodInfo, rows: Int64Array, scores: Int64Array
+    ) -> Int64Array:
+        """``normalize_score`` over arrays (kube-scheduler's DefaultNormalizeScore, max 100)."""
+        if is_reserve_pod(pod) or scores.size == 0:
+            return scores
+        top = int(scores.max())
+        if top <= 0:
+            return scores
+        return (scores * MAX_NODE_SCORE) // top
 
     # --- Reserve / Unreserve -----------------------------------------------------------------------
     def reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
