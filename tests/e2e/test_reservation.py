@@ -137,7 +137,9 @@ def test_reservation_is_scheduled_and_only_its_owner_consumes_it(
     wait_for(lambda: bound("intruder") == node, what="the other pod to use the released capacity")
 
 
-def test_non_owner_cannot_use_reserved_capacity(kube: KubeCluster, namespace: str, scheduler: Scheduler) -> None:
+def test_non_owner_cannot_use_reserved_capacity(
+    kube: KubeCluster, namespace: str, scheduler: Scheduler
+) -> None:
     label = namespace
     node = f"{namespace}-node"
     kube.create(_node(node, label))
