@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import abc
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -378,17 +378,6 @@ def has_nomination(state: CycleState, node_name: str) -> bool:
     return table is not None and node_name in table
 
 
-TRANSFORMER_POINTS: tuple[tuple[str, type], ...] = (
-    ("PreFilterTransformer", PreFilterTransformer),
-    ("ReservationRestore", ReservationRestorePlugin),
-    ("ReservationFilter", ReservationFilterPlugin),
-    ("ReservationScore", ReservationScorePlugin),
-    ("ReservationPreBind", ReservationPreBindPlugin),
-)
-"""The extensions a plugin may implement, by the name the runner's metrics use."""
-
-ReservationLookup = Callable[[str], Mapping[str, Any] | None]
-
 __all__ = [
     "ANNOTATION_IS_PRE_ALLOCATION",
     "ANNOTATION_RESERVATION_AFFINITY",
@@ -402,7 +391,6 @@ __all__ = [
     "MIN_RESERVATION_SCORE",
     "RESERVATION_API_VERSION",
     "RESERVATION_GROUP",
-    "TRANSFORMER_POINTS",
     "CycleExplainer",
     "ExtendedHandle",
     "NodeRestore",
@@ -410,7 +398,6 @@ __all__ = [
     "ReservationExtensions",
     "ReservationFilterPlugin",
     "ReservationInfo",
-    "ReservationLookup",
     "ReservationNominator",
     "ReservationPreBindPlugin",
     "ReservationRestorePlugin",

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from koord_framework.api.objects import PodInfo
@@ -48,11 +48,6 @@ class Entry:
     counted: PodInfo | None = None
     info: ReservationInfo | None = None
     """Cached view for the hooks; dropped whenever the entry or its owners change."""
-
-    @property
-    def matchable(self) -> bool:
-        """Available, and not an allocateOnce reservation already consumed."""
-        return self.r.is_available
 
 
 @dataclass(slots=True)
@@ -394,14 +389,4 @@ def entry_info_reset(entry: Entry | None) -> None:
         entry.info = None
 
 
-def merge(changes: Iterable[Changes]) -> Changes:
-    out = Changes()
-    for c in changes:
-        out.enqueue += c.enqueue
-        out.dequeue += c.dequeue
-        out.count += c.count
-        out.uncount += c.uncount
-    return out
-
-
-__all__ = ["PHASE_AVAILABLE", "Changes", "Entry", "Owner", "ReservationCache", "merge"]
+__all__ = ["PHASE_AVAILABLE", "Changes", "Entry", "Owner", "ReservationCache"]

@@ -604,8 +604,6 @@ class Reservation(
                 reasons = fits_reservation(
                     ps.pod_requests, r, None, detailed, self.ignored, self.ignored_groups
                 )
-            elif short:
-                pass
             by_node.update(short)
             by_reservation += reasons
             if self._extended is not None:
