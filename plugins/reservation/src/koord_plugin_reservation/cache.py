@@ -87,6 +87,8 @@ class ReservationCache:
         changes = Changes()
         meta = obj.get("metadata")
         name = str(meta.get("name", "")) if isinstance(meta, Mapping) else ""
+        if self._status_only(name, obj):
+            return changes
         try:
             r = parse_reservation(obj)
         except ReservationError as exc:
@@ -132,6 +134,36 @@ class ReservationCache:
                 if old is not None and old.counted is not None:
                     changes.uncount.append(old.counted)
         return changes
+
+    def _status_only(self, name: str, obj: Mapping[str, object]) -> bool:
+        """Whether ``obj`` differs from the entry of its reservation only in status bookkeeping (allocated,
+        currentOwners, conditions): the controller writes that on every owner change, and re-validating
+        the whole object each time would cost more than the scheduling it informs. The entry then just
+        refers to the new object."""
+        with self._lock:
+            uid = self.by_name.get(name)
+            entry = self.entries.get(uid) if uid else None
+            if entry is None:
+                return False
+            old = entry.r.obj
+            old_meta, new_meta = old.get("metadata") or {}, obj.get("metadata") or {}
+            old_status, new_status = old.get("status") or {}, obj.get("status") or {}
+            if not (
+                isinstance(new_meta, Mapping)
+                and isinstance(new_status, Mapping)
+                and new_meta.get("uid") == old_meta.get("uid")
+                and new_meta.get("labels") == old_meta.get("labels")
+                and new_meta.get("annotations") == old_meta.get("annotations")
+                and obj.get("spec") == old.get("spec")
+                and all(new_status.get(k) == old_status.get(k) for k in ("phase", "nodeName", "allocatable"))
+            ):
+                return False
+            entry.r.obj = obj
+            entry.r.conditions = [
+                dict(c) for c in new_status.get("conditions") or [] if isinstance(c, Mapping)
+            ]
+            entry.info = None
+            return True
 
     def delete(self, obj: Mapping[str, object]) -> Changes:
         changes = Changes()
