@@ -50,6 +50,7 @@ e2e: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m bench
+	$(BIN)/python -m bench.reservation
 	$(BIN)/python bench/descheduler_round.py
 	$(BIN)/python bench/koordlet_agent.py --seconds 60
 	$(BIN)/python bench/resctrl.py

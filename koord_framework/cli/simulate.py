@@ -114,6 +114,9 @@ def render_table(result: SimulationResult, *, explain: bool = False) -> str:
             f"{cut(p.pod, pod_w):<{pod_w}} {p.status:<{status_w}} {cut(p.node or '-', node_w):<{node_w}} "
             f"{cut(p.message, msg_w)}".rstrip()
         )
+    if result.reservations:
+        lines.append("")
+        lines.extend(_reservation_lines(result))
     s = result.summary()
     lines.append("")
     lines.append(
@@ -131,6 +134,22 @@ def render_table(result: SimulationResult, *, explain: bool = False) -> str:
             mem = _usage(n.requested.get("memory", "0"), n.allocatable.get("memory", "0"), n, "memory")
             lines.append(f"{cut(n.name, name_w):<{name_w}} {n.pods:>5}  {cpu:<30} {mem}")
     return "\n".join(lines) + "\n"
+
+
+def _reservation_lines(result: SimulationResult) -> list[str]:
+    """Reservations are scheduled like pods: one line each, with the phase instead of a pod status."""
+    name_w = min(max([len("RESERVATION"), *(len(r.name) for r in result.reservations)]), 36)
+    node_w = min(max([len("NODE"), *(len(r.node or "-") for r in result.reservations)]), 22)
+    phase_w = len("Succeeded")
+    rest_w = max(WIDTH - name_w - node_w - phase_w - 3, 16)
+    lines = [f"{'RESERVATION':<{name_w}} {'PHASE':<{phase_w}} {'NODE':<{node_w}} OWNERS / MESSAGE"]
+    for r in result.reservations:
+        tail = r.message if r.phase == "Pending" else ", ".join(r.owners)
+        lines.append(
+            f"{cut(r.name, name_w):<{name_w}} {r.phase:<{phase_w}} {cut(r.node or '-', node_w):<{node_w}} "
+            f"{cut(tail, rest_w)}".rstrip()
+        )
+    return lines
 
 
 def _usage(requested: str, allocatable: str, node: Any, resource: str) -> str:

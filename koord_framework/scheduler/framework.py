@@ -40,6 +40,21 @@ from koord_framework.api.objects import PodInfo
 from koord_framework.errors import PluginLoadError
 from koord_framework.plugin import Plugin
 from koord_framework.scheduler.cycle_state import CycleState
+from koord_framework.scheduler.frameworkext import (
+    MAX_RESERVATION_SCORE,
+    MIN_RESERVATION_SCORE,
+    CycleExplainer,
+    NodeRestore,
+    PreFilterTransformer,
+    ReservationExtensions,
+    ReservationFilterPlugin,
+    ReservationInfo,
+    ReservationPreBindPlugin,
+    ReservationRestorePlugin,
+    ReservationScorePlugin,
+    is_reserve_pod,
+    reservation_name_of,
+)
 from koord_framework.scheduler.interface import (
     EXTENSION_POINTS,
     BindPlugin,
@@ -223,7 +238,9 @@ class SnapshotView(Protocol):
 
     table: NodeTable
     by_row: list[NodeInfo | None]
-    node_list: list[NodeInfo]
+
+    @property
+    def node_list(self) -> Sequence[NodeInfo]: ...
 
 
 class RunnerHandle(Protocol):
@@ -409,6 +426,15 @@ class Framework:
         self.pre_bind: list[tuple[str, PreBindPlugin]] = at("PreBind")
         self.bind: list[tuple[str, BindPlugin]] = at("Bind")
         self.post_bind: list[tuple[str, PostBindPlugin]] = at("PostBind")
+        # Koordinator's extensions (frameworkext): transformers in PreFilter order, the reservation hooks on
+        # every plugin of the profile that implements them, in instantiation order.
+        self.transformers: list[tuple[str, PreFilterTransformer]] = [
+            (n, p) for n, p in self.pre_filter if isinstance(p, PreFilterTransformer)
+        ]
+        self.reservation_extensions = _ReservationRunner(self.plugins)
+        self.explainers: list[tuple[str, CycleExplainer]] = [
+            (n, p) for n, p in self.plugins.items() if isinstance(p, CycleExplainer)
+        ]
 
     # --- introspection ------------------------------------------------------------------------------
     def plugin(self, name: str) -> Plugin:
@@ -467,6 +493,13 @@ class Framework:
         sampled = state.record_metrics
         t_point = perf_counter() if sampled else 0.0
         nodes = self.handle.snapshot.node_list
+        if self.transformers:
+            s = self._run_before_pre_filter(state, pod)
+            if not s.is_success:
+                return None, s
+            view: CycleView | None = state.get(_VIEW_KEY)
+            if view is not None and view.affinity_changed:
+                nodes = view.node_list
         result: PreFilterResult | None = None
         narrowing: list[str] = []
         returned = SUCCESS
@@ -511,7 +544,68 @@ class Framework:
             )
         if result is not None and narrowing:
             state.write(_NARROWING_KEY, tuple(narrowing))
+        if self.transformers and returned.is_success:
+            returned = self._run_after_pre_filter(state, pod, result)
         return result, returned
+
+    # --- Koordinator's transformers (frameworkext) ----------------------------------------------------
+    def _run_before_pre_filter(self, state: CycleState, pod: PodInfo) -> Status:
+        """Every transformer's ``before_pre_filter``; their node restores make the cycle's ``CycleView``."""
+        merged: dict[str, list[PodInfo]] = {}
+        for name, t in self.transformers:
+            try:
+                restore, s = t.before_pre_filter(state, pod)
+            except Exception as exc:
+                return _plugin_error(name, "BeforePreFilter", exc)
+            if not s.is_success:
+                if s.is_rejected:
+                    return s.with_plugin(name)
+                return Status(Code.ERROR, (f"running BeforePreFilter of {name}: {s.message}",), name, s.error)
+            if restore is not None:
+                for node, pods in restore.remove_pods.items():
+                    merged.setdefault(node, []).extend(pods)
+        if merged:
+            state.write(_VIEW_KEY, CycleView.restored(self.handle.snapshot, NodeRestore(merged)))
+        return SUCCESS
+
+    def _run_after_pre_filter(
+        self, state: CycleState, pod: PodInfo, result: PreFilterResult | None
+    ) -> Status:
+        for name, t in self.transformers:
+            try:
+                s = t.after_pre_filter(state, pod, result)
+            except Exception as exc:
+                return _plugin_error(name, "AfterPreFilter", exc)
+            if not s.is_success:
+                if s.is_rejected:
+                    return s.with_plugin(name)
+                return Status(Code.ERROR, (f"running AfterPreFilter of {name}: {s.message}",), name, s.error)
+        return SUCCESS
+
+    def run_explain(self, state: CycleState, pod: PodInfo, node_name: str | None) -> list[str]:
+        """Every ``CycleExplainer``'s lines, prefixed with the plugin's name (a failing one is logged)."""
+        out: list[str] = []
+        for name, p in self.explainers:
+            try:
+                out += [f"{name}: {line}" for line in p.explain_cycle(state, pod, node_name)]
+            except Exception:
+                log.exception("explain of plugin %s failed for pod %s", name, pod.key)
+        return out
+
+    def cycle_view(self, state: CycleState) -> SnapshotView:
+        """The nodes this pod's cycle sees: the snapshot, with the nodes transformers restored replaced."""
+        view: CycleView | None = state.get(_VIEW_KEY)
+        return view if view is not None else self.handle.snapshot
+
+    @staticmethod
+    def _overrides(state: CycleState) -> dict[int, NodeInfo]:
+        view: CycleView | None = state.get(_VIEW_KEY)
+        return view.overrides if view is not None else _NO_OVERRIDES
+
+    @staticmethod
+    def _restored_positions(state: CycleState, rows: Int64Array) -> Int64Array:
+        view: CycleView = state.read(_VIEW_KEY)
+        return np.flatnonzero(view.restored_rows[rows])
 
     def run_pre_filter_extension_add_pod(
         self, state: CycleState, pod: PodInfo, to_add: PodInfo, node: NodeInfo
@@ -607,8 +701,9 @@ class Framework:
         plugins = [f for f in self.filters if f.name not in state.skip_filter]
         if not plugins:
             return FilterOutcome(_rotated(candidates, start, 0, k).copy(), k)
-        snap = self.handle.snapshot
+        snap = self.cycle_view(state)
         table, by_row = snap.table, snap.by_row
+        overrides = self._overrides(state)
         sampled = state.record_metrics
         t_point = perf_counter() if sampled else 0.0
         rejected_pos: dict[str, list[Int64Array]] = {}
@@ -636,6 +731,10 @@ class Framework:
                     mask = _as_mask(f.vector.filter_all(state, pod, table, rows), rows.size, f.name)  # type: ignore[union-attr]
                 except Exception as exc:
                     return FilterOutcome(_EMPTY_ROWS, 0, error=_plugin_error(f.name, "Filter", exc))
+                if overrides:
+                    mask = _restored_mask(
+                        f, state, pod, rows, mask, overrides, self._restored_positions(state, rows)
+                    )
                 if sampled:
                     spent[f.name] = spent.get(f.name, 0.0) + perf_counter() - t0
                 # count_nonzero is a plain C loop; ndarray.all() goes through the generic reduction
@@ -724,7 +823,8 @@ class Framework:
         chain starts at the rejecting plugin, whose ``filter_statuses`` (``VectorFilterStatuses``) then
         answers for all its rows at once.
         """
-        snap = self.handle.snapshot
+        snap = self.cycle_view(state)
+        overrides = self._overrides(state)
         statuses = _StatusTable()
         done: set[int] = set()
         for position, st in node_status.items():
@@ -739,6 +839,20 @@ class Framework:
                 first = 0
             chain = active[first:]
             rows = rejected[~np.isin(rejected, list(done))] if done else rejected
+            if overrides and rows.size:
+                # Restored nodes: the vectorised forms saw the snapshot's row, so their reasons come from the
+                # per-node chain over the restored NodeInfo.
+                touched = np.isin(rows, np.fromiter(overrides, dtype=np.int64, count=len(overrides)))
+                if touched.any():
+                    found: list[Status] = []
+                    for row in rows[touched].tolist():
+                        st = _run_chain(chain, state, pod, overrides[row])
+                        if st.is_success:
+                            msg = f"plugin {name}: rejected restored node {overrides[row].name} it accepts"
+                            st = Status(Code.ERROR, (msg,), name)
+                        found.append(st)
+                    statuses.add(rows[touched], np.arange(len(found), dtype=np.int64), found)
+                    rows = rows[~touched]
             if not rows.size:
                 continue
             if chain[0].name == name and isinstance(chain[0].plugin, VectorFilterStatuses):
@@ -891,6 +1005,14 @@ class Framework:
                         (f"plugin {sc.name}: score_all returned shape {raw.shape}, want ({size},)",),
                         sc.name,
                     )
+                overrides = self._overrides(state)
+                if overrides:
+                    try:
+                        raw = _restored_scores(
+                            sc.plugin, state, pod, rows, raw, overrides, self._restored_positions(state, rows)
+                        )
+                    except Exception as exc:
+                        return None, _plugin_error(sc.name, "Score", exc)
             else:
                 raw = np.empty(size, dtype=np.int64)
                 plugin = sc.plugin
@@ -1012,8 +1134,26 @@ class Framework:
 
     # --- binding cycle ------------------------------------------------------------------------------
     def run_pre_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
+        if is_reserve_pod(pod):
+            return self._run_pre_bind_reservation(state, pod, node_name)
         return self._run_until_failure(
             state, "PreBind", [(n, partial(p.pre_bind, state, pod, node_name)) for n, p in self.pre_bind]
+        )
+
+    def _run_pre_bind_reservation(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
+        """PreBind of a reserve pod (Koordinator's extender): only ``ReservationPreBindPlugin``s run, with the
+        Reservation object; the scheduler then patches what they wrote onto the Reservation in one patch."""
+        hooks = [(n, p) for n, p in self.pre_bind if isinstance(p, ReservationPreBindPlugin)]
+        if not hooks:
+            return SUCCESS
+        name = reservation_name_of(pod)
+        obj = self.handle.informer.get("Reservation", name)
+        if obj is None:
+            return Status(Code.ERROR, (f"reservation {name} of reserve pod {pod.key} not found",))
+        return self._run_until_failure(
+            state,
+            "PreBindReservation",
+            [(n, partial(p.pre_bind_reservation, state, obj, node_name)) for n, p in hooks],
         )
 
     def run_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
@@ -1189,3 +1329,236 @@ def _safe_ext(
         return ext.remove_pod(state, pod, other, node)
     except Exception as exc:
         return Status.as_error(exc)
+
+
+# --- the cycle's node view (frameworkext transformers) ---------------------------------------------
+_VIEW_KEY = "koord.framework/cycle-view"
+_NO_OVERRIDES: dict[int, NodeInfo] = {}
+
+
+class CycleView:
+    """The snapshot as one pod's cycle sees it once transformers restored nodes (``NodeRestore``).
+
+    Only restored nodes differ: each is a clone with the listed pods taken off. The ``NodeTable`` is the
+    snapshot's, unchanged: vectorised forms may read whole-table caches kept on the snapshot, so on the few
+    restored rows the framework asks the per-node forms instead (``_restored_mask``/``_restored_scores``).
+    """
+
+    __slots__ = ("affinity_changed", "by_row", "node_list", "overrides", "restored_rows", "table")
+
+    def __init__(
+        self,
+        snap: SnapshotView,
+        by_row: list[NodeInfo | None],
+        node_list: Sequence[NodeInfo],
+        overrides: dict[int, NodeInfo],
+    ) -> None:
+        self.table = snap.table
+        self.by_row = by_row
+        self.node_list = node_list
+        self.overrides = overrides
+        """Row -> restored NodeInfo."""
+        flags = np.zeros(len(by_row), dtype=np.bool_)
+        if overrides:
+            flags[np.fromiter(overrides, dtype=np.int64, count=len(overrides))] = True
+        self.restored_rows = flags
+        """Per snapshot row: whether it is restored (one gather finds them among any rows)."""
+        self.affinity_changed = False
+        """Whether a removed pod had pod (anti-)affinity. If not, PreFilter gets the snapshot's own node
+        list: what PreFilter plugins derive from the list (inter-pod affinity terms of existing pods) is
+        the same, and they keep their O(1) paths for it."""
+
+    @classmethod
+    def restored(cls, snap: SnapshotView, restore: NodeRestore) -> CycleView:
+        overrides: dict[int, NodeInfo] = {}
+        affinity = False
+        index = snap.table.index
+        for node, pods in restore.remove_pods.items():
+            row = index.get(node)
+            if row is None or row >= len(snap.by_row):
+                continue
+            current = snap.by_row[row]
+            if current is None:
+                continue
+            clone = overrides.get(row) or current.clone()
+            for p in pods:
+                if p.uid in clone.pods:
+                    affinity = affinity or p.uid in clone.pods_with_affinity
+                    clone.remove_pod(p)
+            overrides[row] = clone
+        if not overrides:
+            return cls(snap, snap.by_row, snap.node_list, overrides)
+        by_row = list(snap.by_row)
+        for row, ni in overrides.items():
+            by_row[row] = ni
+        view = cls(snap, by_row, _RestoredNodes(snap.node_list, overrides), overrides)
+        view.affinity_changed = affinity
+        return view
+
+
+class _RestoredNodes(Sequence[NodeInfo]):
+    """The snapshot's node list with restored nodes swapped in, without copying a thousand entries per pod
+    (PreFilter plugins rarely look at the list)."""
+
+    __slots__ = ("_list", "_nodes", "_overrides")
+
+    def __init__(self, nodes: Sequence[NodeInfo], overrides: Mapping[int, NodeInfo]) -> None:
+        self._nodes = nodes
+        self._overrides = overrides
+        self._list: list[NodeInfo] | None = None
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+    @overload
+    def __getitem__(self, index: int) -> NodeInfo: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[NodeInfo]: ...
+    def __getitem__(self, index: int | slice) -> NodeInfo | Sequence[NodeInfo]:
+        if isinstance(index, slice):
+            return [self._overrides.get(ni.row, ni) for ni in self._nodes[index]]
+        ni = self._nodes[index]
+        return self._overrides.get(ni.row, ni)
+
+    def __iter__(self) -> Iterator[NodeInfo]:
+        if self._list is None:
+            get = self._overrides.get
+            self._list = [get(ni.row, ni) for ni in self._nodes]
+        return iter(self._list)
+
+
+def _restored_mask(
+    f: _Filter,
+    state: CycleState,
+    pod: PodInfo,
+    rows: Int64Array,
+    mask: BoolArray,
+    overrides: dict[int, NodeInfo],
+    touched: Int64Array,
+) -> BoolArray:
+    """``mask`` with the restored rows (positions ``touched``) answered by ``filter`` on their restored
+    NodeInfo."""
+    if touched.size == 0:
+        return mask
+    out = np.array(mask, dtype=np.bool_, copy=True)
+    for i in touched.tolist():
+        out[i] = _filter_one(f, state, pod, overrides[int(rows[i])]).is_success
+    return out
+
+
+def _restored_scores(
+    plugin: ScorePlugin,
+    state: CycleState,
+    pod: PodInfo,
+    rows: Int64Array,
+    raw: Int64Array,
+    overrides: dict[int, NodeInfo],
+    touched: Int64Array,
+) -> Int64Array:
+    """``raw`` with the restored rows (positions ``touched``) scored by ``score`` on their restored
+    NodeInfo."""
+    if touched.size == 0:
+        return raw
+    out = raw.copy()
+    for i in touched.tolist():
+        value, s = plugin.score(state, pod, overrides[int(rows[i])])
+        if not s.is_success:
+            raise RuntimeError(s.message)
+        out[i] = value
+    return out
+
+
+class _ReservationRunner(ReservationExtensions):
+    """Runs the reservation hooks over a profile's plugins (Koordinator's ``RunReservationExtension*``)."""
+
+    def __init__(self, plugins: Mapping[str, Plugin]) -> None:
+        self.restore = [(n, p) for n, p in plugins.items() if isinstance(p, ReservationRestorePlugin)]
+        self.filters = [(n, p) for n, p in plugins.items() if isinstance(p, ReservationFilterPlugin)]
+        self.scores = [(n, p) for n, p in plugins.items() if isinstance(p, ReservationScorePlugin)]
+
+    @property
+    def has_restore_plugins(self) -> bool:
+        return bool(self.restore)
+
+    def run_pre_restore_reservation(self, state: CycleState, pod: PodInfo) -> Status:
+        for name, p in self.restore:
+            s = _guard(name, "PreRestoreReservation", partial(p.pre_restore_reservation, state, pod))
+            if not s.is_success:
+                return s
+        return SUCCESS
+
+    def run_restore_reservation(
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        matched: Sequence[ReservationInfo],
+        unmatched: Sequence[ReservationInfo],
+        node: NodeInfo,
+    ) -> Status:
+        for name, p in self.restore:
+            s = _guard(
+                name,
+                "RestoreReservation",
+                partial(p.restore_reservation, state, pod, matched, unmatched, node),
+            )
+            if not s.is_success:
+                return s
+        return SUCCESS
+
+    def run_filter_reservation(
+        self, state: CycleState, pod: PodInfo, reservation: ReservationInfo, node: NodeInfo
+    ) -> Status:
+        for name, p in self.filters:
+            s = _guard(
+                name, "FilterReservation", partial(p.filter_reservation, state, pod, reservation, node)
+            )
+            if not s.is_success:
+                return s
+        return SUCCESS
+
+    def run_filter_nominate_reservation(
+        self, state: CycleState, pod: PodInfo, reservation: ReservationInfo, node_name: str
+    ) -> Status:
+        for name, p in self.filters:
+            s = _guard(
+                name,
+                "FilterNominateReservation",
+                partial(p.filter_nominate_reservation, state, pod, reservation, node_name),
+            )
+            if not s.is_success:
+                return s
+        return SUCCESS
+
+    def run_score_reservation(
+        self, state: CycleState, pod: PodInfo, reservations: Sequence[ReservationInfo], node_name: str
+    ) -> tuple[list[int], Status]:
+        totals = [0] * len(reservations)
+        for name, p in self.scores:
+            for i, r in enumerate(reservations):
+                try:
+                    value, s = p.score_reservation(state, pod, r, node_name)
+                except Exception as exc:
+                    return [], _plugin_error(name, "ScoreReservation", exc)
+                if not s.is_success:
+                    return [], Status(Code.ERROR, (f"running ScoreReservation of {name}: {s.message}",), name)
+                if not MIN_RESERVATION_SCORE <= int(value) <= MAX_RESERVATION_SCORE:
+                    msg = (
+                        f"plugin {name!r} returns an invalid score {value}, it should in the range of "
+                        f"[{MIN_RESERVATION_SCORE}, {MAX_RESERVATION_SCORE}]"
+                    )
+                    return [], Status(Code.ERROR, (msg,), name)
+                totals[i] += int(value)
+        return totals, SUCCESS
+
+
+def _guard(name: str, point: str, call: Callable[[], Status]) -> Status:
+    """One hook call: a rejection named after the plugin, anything else an Error naming it."""
+    try:
+        s = call()
+    except Exception as exc:
+        return _plugin_error(name, point, exc)
+    if s.is_success:
+        return SUCCESS
+    if s.is_rejected:
+        return s.with_plugin(name)
+    return Status(Code.ERROR, (f"running {point} of {name}: {s.message}",), name, s.error)

@@ -19,7 +19,8 @@ from koord_framework.cluster.informer import NodeCache, PodCache, SharedInformer
 from koord_framework.cluster.port import ClusterPort
 from koord_framework.scheduler.cache import Snapshot
 from koord_framework.scheduler.cycle_state import CycleState
-from koord_framework.scheduler.interface import Handle, WaitingPod
+from koord_framework.scheduler.frameworkext import ExtendedHandle, ReservationExtensions, ReservePodQueue
+from koord_framework.scheduler.interface import WaitingPod
 from koord_framework.scheduler.nodeinfo import NodeInfo
 from koord_framework.scheduler.status import Status
 from koord_framework.scheduler.table import NodeTable
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
     from koord_framework.scheduler.scheduler import Scheduler
 
 
-class SchedulerHandle(Handle):
+class SchedulerHandle(ExtendedHandle):
     """The handle of one profile of a ``Scheduler``."""
 
     def __init__(self, scheduler: Scheduler, profile_name: str) -> None:
@@ -92,6 +93,15 @@ class SchedulerHandle(Handle):
 
     def node_info(self, name: str) -> NodeInfo | None:
         return self._scheduler.snapshot.get(name)
+
+    # --- Koordinator's extensions (frameworkext) -----------------------------------------------------
+    @property
+    def reservation_extensions(self) -> ReservationExtensions:
+        return self.framework.reservation_extensions
+
+    @property
+    def reserve_pods(self) -> ReservePodQueue:
+        return self._scheduler.reserve_pod_queue
 
     # --- waiting pods -------------------------------------------------------------------------------
     def get_waiting_pod(self, uid: str) -> WaitingPod | None:

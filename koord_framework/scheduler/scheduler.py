@@ -51,6 +51,7 @@ from koord_framework.scheduler.framework import (
     distinct_statuses,
     narrowing_plugins,
 )
+from koord_framework.scheduler.frameworkext import ReservePodQueue, is_reserve_pod, reservation_name_of
 from koord_framework.scheduler.handle import SchedulerHandle
 from koord_framework.scheduler.interface import ClusterEvent, QueuedPodInfo, WaitingPod
 from koord_framework.scheduler.metrics import SchedulerMetrics
@@ -143,6 +144,8 @@ class PodOutcome:
     totals: dict[str, int] | None = None
     attempts: int = 0
     nominated_node: str = ""
+    notes: list[str] = field(default_factory=list)
+    """Lines of the profile's ``CycleExplainer`` plugins (``explain``)."""
 
 
 @dataclass(slots=True)
@@ -263,6 +266,7 @@ class _CycleResult:
     filter: dict[str, Status] | None = None
     scores: dict[str, dict[str, tuple[int, int, int]]] | None = None
     totals: dict[str, int] | None = None
+    notes: list[str] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -432,6 +436,7 @@ class Scheduler:
         self.scheduled_count = 0
         self.attempt_count = 0
 
+        self.reserve_pod_queue = _ReservePodQueue(self)
         # The typed caches exist before the plugins, so that plugin constructors can share them.
         self.pod_cache: PodCache = PodCache(self.informer)
         self.node_cache: NodeCache = NodeCache(self.informer)
@@ -492,6 +497,7 @@ class Scheduler:
             bound |= self._add_pod(pod)
         if bound:
             self._move(EVENT_POD_ADD)
+        self.reserve_pod_queue.start()
         for kind in sorted({ev.kind for evs in self._events.values() if evs for ev in evs}):
             if kind in KINDS and kind not in ("Pod", "Node"):
                 # The informer replays existing objects to ``on_add`` at registration; those are not events.
@@ -646,6 +652,8 @@ class Scheduler:
         state.write(PODS_TO_ACTIVATE, {})
         self.cache.update_snapshot(self.snapshot)
         result = self._schedule_pod(fw, state, pod)
+        if self.explain and fw.explainers:
+            result.notes = fw.run_explain(state, pod, result.node)
         if result.node is None:
             self._after_failed_cycle(fw, state, info, result, cycle, started)
             return
@@ -766,7 +774,7 @@ class Scheduler:
             return _CycleResult(table.names[int(feasible[0])], SUCCESS, None, filt)
         # Feasible rows always have a NodeInfo in the snapshot; the list is built only if someone reads it
         # (vectorised Score plugins do not).
-        infos: Sequence[NodeInfo] = RowNodes(snap.by_row, feasible)
+        infos: Sequence[NodeInfo] = RowNodes(fw.cycle_view(state).by_row, feasible)
         scores: dict[str, dict[str, tuple[int, int, int]]] | None = None
         totals_out: dict[str, int] | None = None
         if fw.has_score_plugins:
@@ -871,11 +879,15 @@ class Scheduler:
                 totals=result.totals,
                 attempts=info.attempts,
                 nominated_node=self.queue.nominated_node_of(pod.uid),
+                notes=result.notes,
             )
 
     def _requeue(self, info: QueuedPodInfo, unsched: set[str], pending: set[str], cycle: int) -> None:
         """Back into the queue, unless the pod is gone or was bound meanwhile (handleSchedulingFailure)."""
-        found = self.pod_cache.get(info.pod.namespace, info.pod.name)
+        if is_reserve_pod(info.pod):
+            found = self.reserve_pod_queue.pending_pod(info.pod.uid)
+        else:
+            found = self.pod_cache.get(info.pod.namespace, info.pod.name)
         if found is None or found.uid != info.pod.uid or found.node_name:
             self.queue.delete(info.pod.uid)
             return
@@ -952,7 +964,12 @@ class Scheduler:
         b.written = {**mutation.annotations, **state.pod_mutation.annotations}
         if s.is_success and not state.pod_mutation.is_empty():
             try:
-                self.cluster.patch("Pod", pod.name, pod.namespace, state.pod_mutation.as_merge_patch())
+                if is_reserve_pod(pod):
+                    # A reserve pod's PreBind changes belong to its Reservation (cluster-scoped).
+                    patch = state.pod_mutation.as_merge_patch()
+                    self.cluster.patch("Reservation", reservation_name_of(pod), "", patch)
+                else:
+                    self.cluster.patch("Pod", pod.name, pod.namespace, state.pod_mutation.as_merge_patch())
             except ClusterError as exc:
                 s = Status.as_error(exc)
         if s.is_success:
@@ -1025,6 +1042,7 @@ class Scheduler:
             b.result.scores,
             b.result.totals,
             b.info.attempts,
+            notes=b.result.notes,
         )
 
     # --- timers and the simulation driver -------------------------------------------------------------
@@ -1123,6 +1141,72 @@ class Scheduler:
     # --- reports -----------------------------------------------------------------------------------------
     def pending_pods(self) -> list[tuple[str, QueuedPodInfo]]:
         return self.queue.pending()
+
+
+class _ReservePodQueue(ReservePodQueue):
+    """Reserve pods of Reservations: Pending ones into the queue, Available ones counted in the cache.
+
+    Reserve pods have no Pod object, so the scheduler keeps the pending ones here (a failed cycle requeues
+    from this table, as it does a pod from the pod cache). Before ``start`` the queue does not exist yet
+    (plugins register their informer handlers while being built): pending pods wait here until then.
+    """
+
+    def __init__(self, scheduler: Scheduler) -> None:
+        self._scheduler = scheduler
+        self._lock = threading.Lock()
+        self._pending: dict[str, PodInfo] = {}
+        self._started = False
+
+    def start(self) -> None:
+        with self._lock:
+            self._started = True
+            pending = list(self._pending.values())
+        for pod in pending:
+            if self._scheduler.responsible_for(pod):
+                self._scheduler.queue.add(pod)
+
+    def pending_pod(self, uid: str) -> PodInfo | None:
+        with self._lock:
+            return self._pending.get(uid)
+
+    def enqueue_reserve_pod(self, pod: PodInfo) -> None:
+        s = self._scheduler
+        with self._lock:
+            known = pod.uid in self._pending
+            self._pending[pod.uid] = pod
+            started = self._started
+        if not started or not s.responsible_for(pod) or s.cache.get_pod(pod.uid) is not None:
+            return
+        if known:
+            s.queue.update(pod)
+        else:
+            s.queue.add(pod)
+
+    def dequeue_reserve_pod(self, uid: str) -> None:
+        with self._lock:
+            self._pending.pop(uid, None)
+            started = self._started
+        if started:
+            self._scheduler.queue.delete(uid)
+
+    def count_reserve_pod(self, pod: PodInfo) -> None:
+        with self._lock:
+            self._pending.pop(pod.uid, None)
+            started = self._started
+        if started:
+            self._scheduler.queue.delete(pod.uid)
+        self._scheduler.cache.add_pod(pod)
+
+    def uncount_reserve_pod(self, pod: PodInfo) -> None:
+        s = self._scheduler
+        if s.cache.get_pod(pod.uid) is None:
+            return
+        s.cache.remove_pod(pod)
+        s._epoch += 1
+        with self._lock:
+            started = self._started
+        if started:
+            s._move(EVENT_POD_DELETE)
 
 
 class _EventRelay:

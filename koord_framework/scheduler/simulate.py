@@ -40,6 +40,8 @@ class PodReport:
     annotations: dict[str, str] = field(default_factory=dict)
     filter: dict[str, dict[str, str]] | None = None
     scores: dict[str, dict[str, Any]] | None = None
+    notes: list[str] | None = None
+    """Lines of explaining plugins (the reservation a pod was nominated to, why others were rejected)."""
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -53,7 +55,30 @@ class PodReport:
             out["filter"] = self.filter
         if self.scores is not None:
             out["scores"] = self.scores
+        if self.notes:
+            out["notes"] = list(self.notes)
         return out
+
+
+@dataclass
+class ReservationReport:
+    """A Reservation of the cluster after the run: scheduled like a pod, reported with its phase."""
+
+    name: str
+    node: str | None
+    phase: str
+    message: str = ""
+    owners: list[str] = field(default_factory=list)
+    """``namespace/name`` of the pods that consume it (``status.currentOwners``)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "node": self.node,
+            "phase": self.phase,
+            "message": self.message,
+            "owners": list(self.owners),
+        }
 
 
 @dataclass
@@ -82,13 +107,17 @@ class SimulationResult:
     ignored: int = 0
     """Pending pods that name a scheduler no profile serves (left alone, as kube-scheduler leaves them)."""
     cycles: int = 0
+    reservations: list[ReservationReport] = field(default_factory=list)
 
     def count(self, status: str) -> int:
         return sum(1 for p in self.pods if p.status == status)
 
     @property
     def all_scheduled(self) -> bool:
-        return all(p.status == SCHEDULED for p in self.pods)
+        """Every pod scheduled and no reservation left Pending."""
+        return all(p.status == SCHEDULED for p in self.pods) and all(
+            r.phase != "Pending" for r in self.reservations
+        )
 
     def summary(self) -> dict[str, Any]:
         scheduled = self.count(SCHEDULED)
@@ -102,11 +131,14 @@ class SimulationResult:
         }
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "pods": [p.to_dict() for p in self.pods],
             "summary": self.summary(),
             "nodes": [n.to_dict() for n in self.nodes],
         }
+        if self.reservations:
+            out["reservations"] = [r.to_dict() for r in self.reservations]
+        return out
 
 
 def simulate(
@@ -148,7 +180,30 @@ def simulate(
         sched.close()
     pods = _pod_reports(sched, [p.uid for p in ours], explain)
     result = SimulationResult(pods, _node_reports(sched), seconds, len(pending) - len(ours), cycles)
+    result.reservations = _reservation_reports(sched, cluster)
     return result, cluster
+
+
+def _reservation_reports(sched: Scheduler, cluster: MemoryCluster) -> list[ReservationReport]:
+    """Every Reservation with its phase; a Pending one carries its reserve pod's failure message."""
+    reports: list[ReservationReport] = []
+    objs, _ = cluster.list("Reservation")
+    for obj in sorted(objs, key=lambda o: str((o.get("metadata") or {}).get("name", ""))):
+        meta = obj.get("metadata") or {}
+        status = obj.get("status") or {}
+        phase = str(status.get("phase") or "Pending")
+        outcome = sched.outcomes.get(str(meta.get("uid") or ""))
+        message = ""
+        if phase == "Pending" and outcome is not None and outcome.status != SCHEDULED:
+            message = outcome.message
+        owners = [
+            f"{o.get('namespace', '')}/{o.get('name', '')}"
+            for o in status.get("currentOwners") or []
+            if isinstance(o, dict)
+        ]
+        node = str(status.get("nodeName") or "") or None
+        reports.append(ReservationReport(str(meta.get("name", "")), node, phase, message, owners))
+    return reports
 
 
 def _pod_reports(sched: Scheduler, order: Sequence[str], explain: bool) -> list[PodReport]:
@@ -176,6 +231,8 @@ def _report(key: str, bound_to: str, waiting: bool, o: PodOutcome | None, explai
     else:
         status, node, message = UNSCHEDULABLE, None, (o.message if o else "")
     report = PodReport(key, node, status, message, dict(o.annotations) if o and bound_to else {})
+    if explain and o is not None and o.notes:
+        report.notes = list(o.notes)
     if explain and o is not None:
         report.filter = {
             n: {"plugin": s.plugin, "reason": s.message or s.code.label} for n, s in (o.filter or {}).items()

@@ -1,0 +1,412 @@
+"""Koordinator's framework extensions: transformers, reservation hooks, nomination, the batched PreBind patch.
+
+Koordinator runs kube-scheduler's framework through a "framework extender"
+(``pkg/scheduler/frameworkext``). This module is its public face for koord plugins: the ABCs a plugin
+subclasses to take part, the value types passed to them, and the helpers that keep per-cycle state where
+every plugin finds it. A plugin that subclasses none of these ABCs is scheduled exactly as before; the
+runner (``koord_framework.scheduler.framework``) only calls a hook on the plugins that implement it.
+
+Where the extensions run in one scheduling cycle::
+
+    BeforePreFilter (transformers, profile PreFilter order)
+        → the cycle's node view: each transformer's ``NodeRestore`` takes pods off nodes for this pod only
+    → PreFilter → AfterPreFilter (transformers)
+    → Filter / Score over the transformed nodes (per-node and vectorised forms see the same numbers)
+    → Reserve (resource plugins read ``nominated_reservation``) → Permit
+    → PreBind: a normal pod's changes go into ``state.pod_mutation``; for a *reserve pod* only the plugins
+      that implement ``ReservationPreBindPlugin`` run, and the mutation is patched onto the Reservation
+    → one merge patch of everything PreBind wrote, then Bind.
+
+Reservations. A ``Reservation`` (``scheduling.koordinator.sh/v1alpha1``) is scheduled as a *reserve pod*:
+a pod built from its template whose uid is the reservation's uid (``is_reserve_pod``). Once Available, the
+reserve pod stays counted on its node, holding what the reservation still has free; owner pods that match
+the reservation get that capacity back for their own cycle (the Reservation plugin's BeforePreFilter takes
+the reserve pods of matched reservations off the node through a ``NodeRestore``). Resource plugins with
+finer-grained state (CPU sets, devices, quota) take part through the reservation hooks:
+
+* ``ReservationRestorePlugin.restore_reservation``: per node, give back what matched reservations hold
+  in the plugin's own state (the CPUs of a matched reservation become usable by this pod only);
+* ``ReservationFilterPlugin``: may veto a reservation for a pod (Filter) or for nomination (PreScore/Reserve);
+* ``ReservationScorePlugin``: rank reservations on a node (0..100) when several match;
+* ``ReservationPreBindPlugin``: write the reservation's allocation (annotations) in PreBind of a reserve pod.
+
+The nominated reservation of a pod on a node (the one it will consume) is recorded in the cycle state by
+the nominator (the Reservation plugin) and read by every plugin's Reserve through
+``nominated_reservation(state, node_name)``.
+"""
+
+from __future__ import annotations
+
+import abc
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from koord_framework.api.objects import PodInfo
+from koord_framework.plugin import ExtensionPoint
+from koord_framework.scheduler.cycle_state import CycleState
+from koord_framework.scheduler.interface import Handle, PreFilterResult
+from koord_framework.scheduler.nodeinfo import NodeInfo
+from koord_framework.scheduler.status import Status
+
+# --- names Koordinator uses (apis/extension, pkg/util/reservation) -------------------------------------
+RESERVATION_GROUP = "scheduling.koordinator.sh"
+RESERVATION_API_VERSION = "scheduling.koordinator.sh/v1alpha1"
+ANNOTATION_RESERVE_POD = "scheduling.koordinator.sh/reserve-pod"
+"""On a reserve pod: ``"true"``."""
+ANNOTATION_RESERVATION_NAME = "scheduling.koordinator.sh/reservation-name"
+ANNOTATION_RESERVATION_NODE = "scheduling.koordinator.sh/reservation-node"
+"""On a reserve pod: the node the reservation's template named (the only node it may go to)."""
+ANNOTATION_IS_PRE_ALLOCATION = "scheduling.koordinator.sh/is-pre-allocation"
+ANNOTATION_RESERVATION_ALLOCATED = "scheduling.koordinator.sh/reservation-allocated"
+"""Written on a pod that consumes a reservation: ``{"name": ..., "uid": ...}``."""
+ANNOTATION_RESERVATION_AFFINITY = "scheduling.koordinator.sh/reservation-affinity"
+LABEL_RESERVATION_IGNORED = "scheduling.koordinator.sh/reservation-ignored"
+LABEL_RESERVATION_ORDER = "scheduling.koordinator.sh/reservation-order"
+
+MAX_RESERVATION_SCORE = 100
+MIN_RESERVATION_SCORE = 0
+
+
+def is_reserve_pod(pod: PodInfo) -> bool:
+    """Whether ``pod`` stands for a Reservation (Koordinator's ``reservationutil.IsReservePod``)."""
+    return pod.annotations.get(ANNOTATION_RESERVE_POD) == "true"
+
+
+def reservation_name_of(pod: PodInfo) -> str:
+    """The Reservation a reserve pod stands for ("" for a normal pod)."""
+    return pod.annotations.get(ANNOTATION_RESERVATION_NAME, "") if is_reserve_pod(pod) else ""
+
+
+def allocated_reservation_of(pod: PodInfo) -> tuple[str, str] | None:
+    """``(name, uid)`` of the reservation a pod consumes (its ``reservation-allocated`` annotation), or None.
+
+    A malformed annotation raises ``ValueError`` naming the pod and the annotation.
+    """
+    raw = pod.annotations.get(ANNOTATION_RESERVATION_ALLOCATED)
+    if not raw:
+        return None
+    try:
+        value = json.loads(raw)
+    except ValueError as exc:
+        raise ValueError(f"pod {pod.key}: annotation {ANNOTATION_RESERVATION_ALLOCATED}: {exc}") from exc
+    if not isinstance(value, dict) or not value.get("uid"):
+        raise ValueError(f"pod {pod.key}: annotation {ANNOTATION_RESERVATION_ALLOCATED}: want {{name, uid}}")
+    return str(value.get("name", "")), str(value["uid"])
+
+
+# --- value types --------------------------------------------------------------------------------------
+@dataclass(slots=True)
+class ReservationInfo:
+    """A reservation as the hooks see it (Koordinator's ``frameworkext.ReservationInfo``), a snapshot for
+    one cycle: plugins read it and never change it.
+
+    Resources are canonical integers (cpu milli-cores, else ``Value()``), as everywhere in the scheduler.
+    """
+
+    name: str
+    uid: str
+    node_name: str
+    """Where it is reserved ("" while Pending)."""
+    phase: str
+    allocatable: Mapping[str, int]
+    """``status.allocatable`` once Available, else the template's pod requests."""
+    allocated: Mapping[str, int] = field(default_factory=dict)
+    """Sum of the requests of the owner pods that consume it."""
+    reserved: Mapping[str, int] = field(default_factory=dict)
+    """Part of ``allocatable`` the node's own reservation already holds (node-reservation annotation)."""
+    resource_names: tuple[str, ...] = ()
+    """The sorted names of ``allocatable`` (what the reservation reserves)."""
+    allocated_pods: Mapping[str, str] = field(default_factory=dict)
+    """Owner pods consuming it: uid -> ``namespace/name``."""
+    allocate_once: bool = True
+    allocate_policy: str = ""
+    """``""`` (Default), ``Aligned`` or ``Restricted``."""
+    unschedulable: bool = False
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    taints: tuple[Mapping[str, Any], ...] = ()
+    reserve_pod: PodInfo | None = None
+    """The reserve pod counted on ``node_name`` (None while Pending)."""
+
+    def available(self) -> dict[str, int]:
+        """``allocatable - reserved - allocated`` per reserved resource, never below zero."""
+        return {
+            r: max(0, v - self.reserved.get(r, 0) - self.allocated.get(r, 0))
+            for r, v in self.allocatable.items()
+        }
+
+    @property
+    def order(self) -> int:
+        """The ``reservation-order`` label as a positive int, 0 when absent or invalid (lowest wins)."""
+        raw = self.labels.get(LABEL_RESERVATION_ORDER, "")
+        try:
+            value = int(raw)
+        except ValueError:
+            return 0
+        return value
+
+
+@dataclass(slots=True)
+class NodeRestore:
+    """What a BeforePreFilter transformer gives back on nodes for the current pod only.
+
+    ``remove_pods``: node name -> pods to take off that node's ``NodeInfo`` (and its table row) for this
+    cycle. The Reservation plugin lists the reserve pods of the reservations the pod matches, so that their
+    remaining capacity counts as free for this pod and for nobody else. The cluster's cache is not touched.
+    """
+
+    remove_pods: dict[str, list[PodInfo]] = field(default_factory=dict)
+
+    def add(self, node_name: str, pod: PodInfo) -> None:
+        self.remove_pods.setdefault(node_name, []).append(pod)
+
+
+# --- extension ABCs -------------------------------------------------------------------------------------
+class PreFilterTransformer(ExtensionPoint):
+    """Runs around PreFilter (Koordinator's ``PreFilterTransformer``), on every transformer of the profile's
+    PreFilter list, in that order.
+
+    ``before_pre_filter`` may return a ``NodeRestore`` (or None) and a status: a rejection fails the cycle
+    like a PreFilter rejection, an error names the plugin. It must not change the pod record; per-cycle data
+    goes into ``state``. The framework applies the union of all restores to a copy of the affected nodes
+    before PreFilter, so PreFilter, Filter and Score (per-node and vectorised) see the restored nodes.
+
+    ``after_pre_filter`` gets the merged PreFilter result; it may correct plugin state (a rejection fails
+    the cycle).
+    """
+
+    extension_point: ClassVar[str] = ""
+
+    @abc.abstractmethod
+    def before_pre_filter(self, state: CycleState, pod: PodInfo) -> tuple[NodeRestore | None, Status]: ...
+
+    def after_pre_filter(self, state: CycleState, pod: PodInfo, result: PreFilterResult | None) -> Status:
+        return Status()
+
+
+class ReservationRestorePlugin(ExtensionPoint):
+    """Gives back, in the plugin's own per-node state, what reservations hold (CPUs, devices, ...).
+
+    Called by the reservation transformer once per cycle (``pre_restore_reservation``) and then per node
+    with reservations (``restore_reservation``): ``matched`` are the reservations the pod may consume on
+    that node, ``unmatched`` the others that have owners allocated. Whatever the plugin keeps goes into
+    ``state`` under its own key; it must not change ``node``.
+    """
+
+    extension_point: ClassVar[str] = ""
+
+    def pre_restore_reservation(self, state: CycleState, pod: PodInfo) -> Status:
+        return Status()
+
+    @abc.abstractmethod
+    def restore_reservation(
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        matched: Sequence[ReservationInfo],
+        unmatched: Sequence[ReservationInfo],
+        node: NodeInfo,
+    ) -> Status: ...
+
+
+class ReservationFilterPlugin(ExtensionPoint):
+    """May veto a matched reservation for the pod.
+
+    ``filter_reservation`` runs in Filter for each matched reservation that fits by resources: non-success
+    makes that reservation unusable on this node (its reasons join the node's failure reasons).
+    ``filter_nominate_reservation`` runs when a reservation is nominated (PreScore, or Reserve when PreScore
+    did not nominate): non-success removes the reservation from the candidates.
+    """
+
+    extension_point: ClassVar[str] = ""
+
+    @abc.abstractmethod
+    def filter_reservation(
+        self, state: CycleState, pod: PodInfo, reservation: ReservationInfo, node: NodeInfo
+    ) -> Status: ...
+
+    def filter_nominate_reservation(
+        self, state: CycleState, pod: PodInfo, reservation: ReservationInfo, node_name: str
+    ) -> Status:
+        return Status()
+
+
+class ReservationScorePlugin(ExtensionPoint):
+    """Ranks the reservations a pod could consume on one node, in [0, 100]; the nominator sums the scores
+    of every such plugin (weight 1) and nominates the highest."""
+
+    extension_point: ClassVar[str] = ""
+
+    @abc.abstractmethod
+    def score_reservation(
+        self, state: CycleState, pod: PodInfo, reservation: ReservationInfo, node_name: str
+    ) -> tuple[int, Status]: ...
+
+
+class ReservationPreBindPlugin(ExtensionPoint):
+    """PreBind of a reserve pod: write what the plugin allocated to the reservation into
+    ``state.pod_mutation`` (annotations); the framework patches the Reservation once with all of it.
+
+    For reserve pods this replaces ``pre_bind``: PreBind plugins that do not implement it are skipped.
+    """
+
+    extension_point: ClassVar[str] = ""
+
+    @abc.abstractmethod
+    def pre_bind_reservation(
+        self, state: CycleState, reservation: Mapping[str, Any], node_name: str
+    ) -> Status: ...
+
+
+class CycleExplainer(abc.ABC):
+    """Lines for ``koord simulate --explain`` about one pod's cycle (the reservation it was nominated to,
+    why other reservations were rejected). Called only when explaining, after Filter and Score, with the
+    chosen node (None when the pod fit nowhere). Must not change any state."""
+
+    @abc.abstractmethod
+    def explain_cycle(self, state: CycleState, pod: PodInfo, node_name: str | None) -> list[str]: ...
+
+
+class ReservationNominator(abc.ABC):
+    """Picks the reservation a pod consumes on a node (the Reservation plugin implements it)."""
+
+    @abc.abstractmethod
+    def nominate_reservation(
+        self, state: CycleState, pod: PodInfo, node_name: str
+    ) -> tuple[ReservationInfo | None, Status]: ...
+
+
+# --- the extended handle --------------------------------------------------------------------------------
+class ReservationExtensions(abc.ABC):
+    """The runners of the reservation hooks over the profile's plugins (``ExtendedHandle``)."""
+
+    @property
+    @abc.abstractmethod
+    def has_restore_plugins(self) -> bool:
+        """Whether any plugin of the profile implements ``ReservationRestorePlugin`` (callers may skip
+        gathering the arguments otherwise)."""
+
+    @abc.abstractmethod
+    def run_pre_restore_reservation(self, state: CycleState, pod: PodInfo) -> Status: ...
+
+    @abc.abstractmethod
+    def run_restore_reservation(
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        matched: Sequence[ReservationInfo],
+        unmatched: Sequence[ReservationInfo],
+        node: NodeInfo,
+    ) -> Status: ...
+
+    @abc.abstractmethod
+    def run_filter_reservation(
+        self, state: CycleState, pod: PodInfo, reservation: ReservationInfo, node: NodeInfo
+    ) -> Status:
+        """Every ``ReservationFilterPlugin`` in profile order; the first failure wins (named)."""
+
+    @abc.abstractmethod
+    def run_filter_nominate_reservation(
+        self, state: CycleState, pod: PodInfo, reservation: ReservationInfo, node_name: str
+    ) -> Status: ...
+
+    @abc.abstractmethod
+    def run_score_reservation(
+        self, state: CycleState, pod: PodInfo, reservations: Sequence[ReservationInfo], node_name: str
+    ) -> tuple[list[int], Status]:
+        """Per reservation, the sum of every ``ReservationScorePlugin``'s score."""
+
+
+class ReservePodQueue(abc.ABC):
+    """How the reservation plugin puts reserve pods where pods normally come from: the scheduling queue
+    (Pending reservations) and the scheduler cache (Available ones)."""
+
+    @abc.abstractmethod
+    def enqueue_reserve_pod(self, pod: PodInfo) -> None:
+        """Queue (or update) a Pending reservation's reserve pod for scheduling."""
+
+    @abc.abstractmethod
+    def dequeue_reserve_pod(self, uid: str) -> None: ...
+
+    @abc.abstractmethod
+    def count_reserve_pod(self, pod: PodInfo) -> None:
+        """Count (or re-count, e.g. with new requests) a reserve pod on ``pod.node_name``."""
+
+    @abc.abstractmethod
+    def uncount_reserve_pod(self, pod: PodInfo) -> None: ...
+
+
+class ExtendedHandle(Handle):
+    """The handle of a framework that runs Koordinator's extensions (the scheduler's handle is one).
+
+    A plugin checks ``isinstance(handle, ExtendedHandle)``; test harnesses without the extensions give a
+    plain ``Handle`` and a reservation-aware plugin then works without reservations.
+    """
+
+    @property
+    @abc.abstractmethod
+    def reservation_extensions(self) -> ReservationExtensions: ...
+
+    @property
+    @abc.abstractmethod
+    def reserve_pods(self) -> ReservePodQueue: ...
+
+
+# --- per-cycle state every plugin reads -----------------------------------------------------------------
+_NOMINATED_KEY = "koord.frameworkext/nominated-reservations"
+
+
+def set_nominated_reservation(state: CycleState, node_name: str, reservation: ReservationInfo | None) -> None:
+    """Record the reservation the pod will consume on ``node_name`` (None: it consumes none there)."""
+    table: dict[str, ReservationInfo | None] | None = state.get(_NOMINATED_KEY)
+    if table is None:
+        table = {}
+        state.write(_NOMINATED_KEY, table)
+    table[node_name] = reservation
+
+
+def nominated_reservation(state: CycleState, node_name: str) -> ReservationInfo | None:
+    """The reservation the pod consumes on ``node_name`` (set by the nominator in PreScore or Reserve)."""
+    table: dict[str, ReservationInfo | None] | None = state.get(_NOMINATED_KEY)
+    return None if table is None else table.get(node_name)
+
+
+def has_nomination(state: CycleState, node_name: str) -> bool:
+    table: dict[str, ReservationInfo | None] | None = state.get(_NOMINATED_KEY)
+    return table is not None and node_name in table
+
+
+__all__ = [
+    "ANNOTATION_IS_PRE_ALLOCATION",
+    "ANNOTATION_RESERVATION_AFFINITY",
+    "ANNOTATION_RESERVATION_ALLOCATED",
+    "ANNOTATION_RESERVATION_NAME",
+    "ANNOTATION_RESERVATION_NODE",
+    "ANNOTATION_RESERVE_POD",
+    "LABEL_RESERVATION_IGNORED",
+    "LABEL_RESERVATION_ORDER",
+    "MAX_RESERVATION_SCORE",
+    "MIN_RESERVATION_SCORE",
+    "RESERVATION_API_VERSION",
+    "RESERVATION_GROUP",
+    "CycleExplainer",
+    "ExtendedHandle",
+    "NodeRestore",
+    "PreFilterTransformer",
+    "ReservationExtensions",
+    "ReservationFilterPlugin",
+    "ReservationInfo",
+    "ReservationNominator",
+    "ReservationPreBindPlugin",
+    "ReservationRestorePlugin",
+    "ReservationScorePlugin",
+    "ReservePodQueue",
+    "allocated_reservation_of",
+    "has_nomination",
+    "is_reserve_pod",
+    "nominated_reservation",
+    "reservation_name_of",
+    "set_nominated_reservation",
+]
