@@ -53,6 +53,7 @@ __all__ = [
     "bits",
     "iterate_bit_masks",
     "mask_of",
+    "mask_string",
     "merge_hints",
 ]
 
@@ -106,6 +107,14 @@ def bits(mask: int) -> list[int]:
     return out
 
 
+def mask_string(mask: int) -> str:
+    """A mask as Koordinator prints it in messages: binary, zero-padded to an even width (``01``, ``10``)."""
+    for shift in range(62, 0, -2):
+        if mask > (1 << shift):
+            return format(mask, f"0{shift + 2}b")
+    return format(mask, "02b")
+
+
 def narrower(a: int, b: int) -> bool:
     """kubelet's ``IsNarrowerThan``: fewer NUMA nodes, or as many and a lower mask value."""
     ca, cb = a.bit_count(), b.bit_count()
@@ -144,7 +153,7 @@ class NUMATopologyHint:
         return bits(self.affinity) if self.affinity is not None else []
 
     def __str__(self) -> str:
-        mask = "nil" if self.affinity is None else format(self.affinity, "02b")
+        mask = "nil" if self.affinity is None else mask_string(self.affinity)
         return f"{{{mask} preferred={self.preferred} score={self.score}}}"
 
 
@@ -270,8 +279,8 @@ def _filter_provider_hints(
 
 
 def _summary(resource: str, hints: Sequence[NUMATopologyHint]) -> str:
-    preferred = [format(h.affinity or 0, "02b") for h in hints if not h.unsatisfied and h.preferred]
-    possible = [format(h.affinity or 0, "02b") for h in hints if not h.unsatisfied]
+    preferred = [mask_string(h.affinity or 0) for h in hints if not h.unsatisfied and h.preferred]
+    possible = [mask_string(h.affinity or 0) for h in hints if not h.unsatisfied]
     return f"{resource} prefer [{' '.join(preferred)}] among [{' '.join(possible)}]"
 
 
