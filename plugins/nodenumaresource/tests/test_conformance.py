@@ -22,7 +22,12 @@ def numa_cluster(rng: random.Random) -> tuple[list[dict[str, Any]], list[dict[st
             labels["node.koordinator.sh/numa-topology-policy"] = rng.choice(["SingleNUMANode", "Restricted", "BestEffort"])
         if rng.random() < 0.2:
             labels["node.koordinator.sh/cpu-bind-policy"] = rng.choice(["FullPCPUsOnly", "SpreadByPCPUs"])
-        objects.append(node(f"n{i}", total, "64Gi", labels))
+        record = node(f"n{i}", total, "64Gi", labels)
+        if rng.random() < 0.25:
+            record["metadata"]["annotations"] = {
+                "node.koordinator.sh/resource-amplification-ratio": rng.choice(['{"cpu": 1.5}', '{"cpu": 2}', "{bad"])
+            }
+        objects.append(record)
         if rng.random() < 0.85:
             objects.append(nrt(f"n{i}", sockets, per_socket, cores, threads, memory_per_numa="16Gi"))
     pending = [
@@ -36,11 +41,13 @@ def numa_cluster(rng: random.Random) -> tuple[list[dict[str, Any]], list[dict[st
         )
         for k in range(6)
     ]
+    pending.append(lsr_pod("memory-only", "0", "2Gi", numa=rng.choice([None, {"numaTopologyPolicy": "Restricted"}])))
     return objects, pending
 
 
 class TestConformance(SchedulerPluginConformance):
     plugin_class = NodeNUMAResource
+    random_clusters: ClassVar[int] = 12
     valid_args: ClassVar[list[dict[str, Any]]] = [
         {},
         {"defaultCPUBindPolicy": "SpreadByPCPUs"},

@@ -22,12 +22,15 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Final
 
+import numpy as np
+
 from koord_framework.api.objects import NodeRecord, PodInfo
 from koord_framework.api.qos import PriorityClass, QoSClass, qos_class_raw
 from koord_framework.api.resources import add, is_zero
 from koord_framework.koordlet.cpuset import format_cpuset
 from koord_framework.plugin import PluginArgs
 from koord_framework.scheduler.cycle_state import CycleState
+from koord_framework.scheduler.constant_arrays import all_pass
 from koord_framework.scheduler.interface import (
     ClusterEvent,
     EnqueueExtensions,
@@ -40,9 +43,12 @@ from koord_framework.scheduler.interface import (
     ReservePlugin,
     SchedulerPlugin,
     ScorePlugin,
+    VectorFilter,
+    VectorScore,
 )
 from koord_framework.scheduler.nodeinfo import NodeInfo
-from koord_framework.scheduler.status import Status
+from koord_framework.scheduler.status import MAX_NODE_SCORE, Status
+from koord_framework.scheduler.table import BoolArray, Int64Array, NodeTable
 from koord_framework.scheduler.topologymanager import (
     AffinityStore,
     NUMATopologyExclusive,
@@ -79,7 +85,8 @@ from koord_plugin_nodenumaresource.resource_manager import (
     ResourceManager,
     ResourceOptions,
 )
-from koord_plugin_nodenumaresource.scoring import ResourceScorer
+from koord_plugin_nodenumaresource.rows import RowFacts
+from koord_plugin_nodenumaresource.scoring import ResourceScorer, is_scalar_resource
 from koord_plugin_nodenumaresource.state import STATE_KEY, NodeRestoreState, PreFilterState, restore_state_of
 from koord_plugin_nodenumaresource.topology import CPUTopology
 from koord_plugin_nodenumaresource.topology_options import (
@@ -182,8 +189,10 @@ class NodeNUMAResource(
     SchedulerPlugin,
     PreFilterPlugin,
     FilterPlugin,
+    VectorFilter,
     PreScorePlugin,
     ScorePlugin,
+    VectorScore,
     ReservePlugin,
     PreBindPlugin,
     EnqueueExtensions,
@@ -206,6 +215,7 @@ class NodeNUMAResource(
         self.topologies = TopologyOptionsManager()
         self.resources = ResourceManager(self.topologies)
         self.topology_manager = TopologyManager(handle.numa_topology_hint_providers)
+        self.rows = RowFacts(self.topologies, handle.node_info)
         informer = handle.informer
         informer.add_handler("NodeResourceTopology", self._on_nrt, self._on_nrt_update, self._on_nrt_delete)
         informer.add_handler("Pod", self._on_pod, self._on_pod_update, self._on_pod_delete)
@@ -443,6 +453,82 @@ class NodeNUMAResource(
         if policy in (NUMATopologyPolicy.RESTRICTED, NUMATopologyPolicy.SINGLE_NUMA_NODE):
             return self._filter_by_numa_node(state, pod, node, policy, self._exclusive(st), options)
         return Status.success()
+
+    def filter_all(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: Int64Array) -> BoolArray:
+        """Filter over many rows: the easy rows (see ``rows.RowFacts``) at once, the others one by one."""
+        st = self._state(state)
+        n = rows.size
+        if st is None or st.skip or n == 0:
+            return all_pass(n) if st is not None else self._filter_rows(state, pod, table, rows)
+        if st.pod_numa_topology_policy or (st.request_cpu_bind and st.required_cpu_bind_policy):
+            return self._filter_rows(state, pod, table, rows)
+        self.rows.refresh(table)
+        easy = (self.rows.pinnable if st.request_cpu_bind else self.rows.plain).take(rows)
+        if easy.all():
+            return easy
+        out = easy.copy()
+        hard = np.flatnonzero(~easy)
+        out[hard] = self._filter_rows(state, pod, table, rows[hard])
+        return out
+
+    def _filter_rows(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: Int64Array) -> BoolArray:
+        out = np.zeros(rows.size, dtype=np.bool_)
+        for i, row in enumerate(rows.tolist()):
+            info = self.handle.node_info(table.names[row])
+            out[i] = info is not None and self.filter(state, pod, info).is_success
+        return out
+
+    def score_all(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: Int64Array) -> Int64Array:
+        """Score over many rows: on easy rows (no NUMA policy, no ratio, no node bind policy) the scorer over
+        the table's requested/allocatable columns; elsewhere ``score`` row by row."""
+        st = self._state(state)
+        n = rows.size
+        if st is None or st.skip or n == 0:
+            return np.zeros(n, dtype=np.int64)
+        if st.pod_numa_topology_policy:
+            return self._score_rows(state, pod, table, rows)
+        self.rows.refresh(table)
+        easy = (self.rows.pinnable if st.request_cpu_bind else self.rows.plain).take(rows)
+        out = np.zeros(n, dtype=np.int64)
+        if easy.any():
+            out[easy] = self._vector_scores(st, table, rows[easy])
+        if not easy.all():
+            hard = np.flatnonzero(~easy)
+            out[hard] = self._score_rows(state, pod, table, rows[hard])
+        return out
+
+    def _vector_scores(self, st: PreFilterState, table: NodeTable, rows: Int64Array) -> Int64Array:
+        """``ResourceScorer.score(node requested, node allocatable, pod requests)`` over columns."""
+        total = np.zeros(rows.size, dtype=np.int64)
+        weights = np.zeros(rows.size, dtype=np.int64)
+        most = self.scorer.most
+        for name, weight in self.scorer.weights.items():
+            pod = st.requests.get(name, 0)
+            scalar = is_scalar_resource(name)
+            if (pod == 0 and scalar) or (name not in ("cpu", "memory", "ephemeral-storage") and not scalar):
+                continue
+            if scalar and name not in table.resources:
+                continue
+            cap = table.allocatable_of(name).take(rows)
+            req = table.requested_of(name).take(rows) + pod
+            valid = cap != 0
+            safe = np.where(valid, cap, 1)
+            if most:
+                part = np.minimum(req, cap) * MAX_NODE_SCORE // safe
+            else:
+                part = np.where(req > cap, 0, (cap - req) * MAX_NODE_SCORE // safe)
+            total += np.where(valid, part * weight, 0)
+            weights += np.where(valid, weight, 0)
+        scores: Int64Array = np.where(weights > 0, total // np.where(weights > 0, weights, 1), 0)
+        return scores
+
+    def _score_rows(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: Int64Array) -> Int64Array:
+        out = np.zeros(rows.size, dtype=np.int64)
+        for i, row in enumerate(rows.tolist()):
+            info = self.handle.node_info(table.names[row])
+            if info is not None:
+                out[i] = self.score(state, pod, info)[0]
+        return out
 
     @staticmethod
     def _exclusive(st: PreFilterState) -> str:

@@ -175,6 +175,8 @@ class TopologyOptionsManager:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._by_node: dict[str, TopologyOptions] = {}
+        self.version = 0
+        """Bumped on every change, so per-node caches know when to look again."""
 
     def get(self, node: str) -> TopologyOptions:
         return self._by_node.get(node) or _NO_NRT
@@ -184,10 +186,12 @@ class TopologyOptionsManager:
             options.max_ref_count = 1
         with self._lock:
             self._by_node[node] = options
+            self.version += 1
 
     def delete(self, node: str) -> None:
         with self._lock:
             self._by_node.pop(node, None)
+            self.version += 1
 
 
 _NO_NRT = TopologyOptions()
