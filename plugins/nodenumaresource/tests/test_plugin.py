@@ -254,3 +254,22 @@ def test_invalid_args_are_refused() -> None:
     ):
         with pytest.raises(ValidationError):
             NodeNUMAResource.parse_args(raw)
+
+
+def test_vector_forms_follow_node_and_nrt_changes() -> None:
+    """The vectorised Filter/Score keep per-row facts; Node and NRT events must reach them."""
+    h = _harness(node("n1", 16), nrt("n1", 1, 1, 8, 2), node("n2", 16), nrt("n2", 2, 1, 4, 2))
+    pods = [lsr_pod("a", "4"), lsr_pod("b", "3", qos="LS"), lsr_pod("c", "2", numa={"numaTopologyPolicy": "Restricted"})]
+    for pod in pods:
+        h.check_vector_forms(pod, "NodeNUMAResource")
+    current = h.cluster.get("Node", "n1")
+    current["metadata"]["labels"]["node.koordinator.sh/cpu-bind-policy"] = "FullPCPUsOnly"
+    current["metadata"]["annotations"] = {"node.koordinator.sh/resource-amplification-ratio": '{"cpu": 2}'}
+    h.cluster.update(current)
+    h.cluster.delete("NodeResourceTopology", "n2")
+    for pod in pods:
+        h.check_vector_forms(pod, "NodeNUMAResource")
+    assert h.filter(pods[1], "n1").reasons == ("node(s) requested cpus not multiple cpus per core",)
+    assert h.schedule_one(lsr_pod("d", "2")).node == "n1"
+    for pod in pods:
+        h.check_vector_forms(pod, "NodeNUMAResource")

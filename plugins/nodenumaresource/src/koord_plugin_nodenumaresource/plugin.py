@@ -219,7 +219,7 @@ class NodeNUMAResource(
         informer = handle.informer
         informer.add_handler("NodeResourceTopology", self._on_nrt, self._on_nrt_update, self._on_nrt_delete)
         informer.add_handler("Pod", self._on_pod, self._on_pod_update, self._on_pod_delete)
-        informer.add_handler("Node", None, None, self._on_node_delete)
+        informer.add_handler("Node", self._on_node, self._on_node_update, self._on_node_delete)
 
     # --- informer events ------------------------------------------------------------------------------
     def _on_nrt(self, obj: Mapping[str, Any]) -> None:
@@ -236,8 +236,17 @@ class NodeNUMAResource(
     def _on_nrt_delete(self, obj: Mapping[str, Any]) -> None:
         self.topologies.delete(str((obj.get("metadata") or {}).get("name") or ""))
 
+    def _on_node(self, obj: Mapping[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        self.rows.touch(str(meta.get("name") or ""), str(meta.get("resourceVersion") or ""))
+
+    def _on_node_update(self, _old: Mapping[str, Any] | None, obj: Mapping[str, Any]) -> None:
+        self._on_node(obj)
+
     def _on_node_delete(self, obj: Mapping[str, Any]) -> None:
-        self.resources.delete_node(str((obj.get("metadata") or {}).get("name") or ""))
+        name = str((obj.get("metadata") or {}).get("name") or "")
+        self.resources.delete_node(name)
+        self.rows.touch(name, None)
 
     def _on_pod(self, obj: Mapping[str, Any]) -> None:
         self._on_pod_update(None, obj)

@@ -9,6 +9,7 @@ CPU topology. These columns say which rows are such easy ones; every other row g
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 
 import numpy as np
@@ -30,36 +31,57 @@ __all__ = ["RowFacts"]
 
 class RowFacts:
     """``plain``: no NUMA policy, no cpu ratio above 1 (and a readable one), no node bind policy.
-    ``pinnable``: additionally a valid CPU topology that fits the node's capacity."""
+    ``pinnable``: additionally a valid CPU topology that fits the node's capacity.
+
+    Rows are recomputed only when something they depend on changed: a new row, a Node event (``touch``) or an
+    NRT change (``TopologyOptionsManager.version``). A touched node stays dirty until the snapshot shows the
+    version its event announced (events arrive before the cycle's snapshot has them).
+    """
 
     def __init__(self, topologies: TopologyOptionsManager, node_info: Callable[[str], NodeInfo | None]) -> None:
         self._topologies = topologies
         self._node_info = node_info
-        self._seen: list[tuple[NodeRecord | None, TopologyOptions | None]] = []
+        self._rows = 0
+        self._version = -1
+        self._lock = threading.Lock()
+        self._dirty: dict[str, str | None] = {}
         self.plain: BoolArray = np.zeros(0, dtype=np.bool_)
         self.pinnable: BoolArray = np.zeros(0, dtype=np.bool_)
 
+    def touch(self, name: str, resource_version: str | None) -> None:
+        """A Node event: look at ``name`` again until the snapshot has ``resource_version``."""
+        with self._lock:
+            self._dirty[name] = resource_version
+
     def refresh(self, table: NodeTable) -> None:
         size = table.size
-        if len(self._seen) < size:
-            grow = size - len(self._seen)
-            self._seen.extend([(None, None)] * grow)
+        version = self._topologies.version
+        if size == self._rows and version == self._version and not self._dirty:
+            return
+        if size > self.plain.size:
+            grow = max(size, 2 * self.plain.size) - self.plain.size
             self.plain = np.concatenate([self.plain, np.zeros(grow, dtype=np.bool_)])
             self.pinnable = np.concatenate([self.pinnable, np.zeros(grow, dtype=np.bool_)])
-        get_info = self._node_info
-        get_options = self._topologies.get
-        seen = self._seen
-        for row, name in enumerate(table.names):
-            info = get_info(name)
-            record = info.node if info is not None else None
-            options = get_options(name)
-            old_record, old_options = seen[row]
-            if record is old_record and options is old_options:
+        if version != self._version:
+            names: list[str] = list(table.names)  # an NRT changed: every row (rare)
+        else:
+            with self._lock:
+                names = [*table.names[self._rows : size], *self._dirty]
+        self._rows, self._version = size, version
+        for name in names:
+            row = table.index.get(name)
+            info = self._node_info(name)
+            if row is None:
                 continue
-            seen[row] = (record, options)
-            plain, pinnable = self._facts(record, options)
-            self.plain[row] = plain
-            self.pinnable[row] = pinnable
+            record = info.node if info is not None else None
+            self.plain[row], self.pinnable[row] = self._facts(record, self._topologies.get(name))
+            with self._lock:
+                expected = self._dirty.get(name, "")
+                if name in self._dirty and (
+                    (expected is None and record is None)
+                    or (record is not None and (not expected or record.resource_version == expected))
+                ):
+                    del self._dirty[name]
 
     @staticmethod
     def _facts(record: NodeRecord | None, options: TopologyOptions) -> tuple[bool, bool]:
