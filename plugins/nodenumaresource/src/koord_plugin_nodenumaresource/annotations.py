@@ -134,14 +134,31 @@ class ResourceSpec:
         return json.dumps(out, separators=(",", ":"))
 
 
+_SPEC_MEMO: dict[str, ResourceSpec] = {}
+"""Parsed resource-specs by annotation text: replicas share a handful of texts (bounded; immutable values)."""
+
+
 def resource_spec(annotations: Mapping[str, str], owner: str) -> ResourceSpec:
     key = ANNOTATION_RESOURCE_SPEC
+    raw = annotations.get(key)
+    if raw is None:
+        return _NO_SPEC
+    found = _SPEC_MEMO.get(raw)
+    if found is not None:
+        return found
     data = _object(annotations, key, owner)
-    return ResourceSpec(
+    spec = ResourceSpec(
         _string(data, "requiredCPUBindPolicy", key, owner, CPU_BIND_POLICIES),
         _string(data, "preferredCPUBindPolicy", key, owner, CPU_BIND_POLICIES),
         _string(data, "preferredCPUExclusivePolicy", key, owner, CPU_EXCLUSIVE_POLICIES),
     )
+    if len(_SPEC_MEMO) >= 1024:
+        _SPEC_MEMO.clear()
+    _SPEC_MEMO[raw] = spec
+    return spec
+
+
+_NO_SPEC = ResourceSpec()
 
 
 @dataclass(frozen=True, slots=True)

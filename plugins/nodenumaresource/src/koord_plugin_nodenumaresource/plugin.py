@@ -124,6 +124,14 @@ DEFAULT: Final = "Default"
 _TERMINAL: Final = ("Succeeded", "Failed")
 
 
+def _same_allocation(old: Mapping[str, Any], annotations: Mapping[str, str]) -> bool:
+    """The two pods' allocation annotations are the same text (nothing to re-read)."""
+    before: Mapping[str, str] = (old.get("metadata") or {}).get("annotations") or {}
+    return before.get(ANNOTATION_RESOURCE_STATUS) == annotations.get(ANNOTATION_RESOURCE_STATUS) and before.get(
+        ANNOTATION_RESOURCE_SPEC
+    ) == annotations.get(ANNOTATION_RESOURCE_SPEC)
+
+
 def allow_use_cpuset(pod: PodInfo) -> bool:
     """``AllowUseCPUSet``: the raw QoS label is LSE or LSR and the pod is prod (with defaults)."""
     return qos_class_raw(pod.labels) in (QoSClass.LSE, QoSClass.LSR) and pod.priority_class is PriorityClass.PROD
@@ -266,6 +274,8 @@ class NodeNUMAResource(
         annotations: Mapping[str, str] = meta.get("annotations") or {}
         if ANNOTATION_RESOURCE_STATUS not in annotations:
             return
+        if old is not None and old_node == node and _same_allocation(old, annotations):
+            return  # status-only churn (or this scheduler's own bind): the recorded allocation stands
         owner = f"pod {meta.get('namespace') or ''}/{meta.get('name') or ''}"
         try:
             status = resource_status(annotations, owner)

@@ -39,6 +39,19 @@ class CPUTopology:
     details: dict[int, CPUInfo] = field(default_factory=dict)
     _cpus_in_node: dict[int, frozenset[int]] | None = field(default=None, repr=False)
     _cpus_in_socket: dict[int, frozenset[int]] | None = field(default=None, repr=False)
+    _ids: tuple[dict[int, int], dict[int, int], dict[int, int]] | None = field(default=None, repr=False)
+
+    def ids(self) -> tuple[dict[int, int], dict[int, int], dict[int, int]]:
+        """(cpu -> core, cpu -> NUMA node, cpu -> socket), built once: the accumulator's hot loops read
+        these instead of ``details[cpu].core`` and friends."""
+        if self._ids is None:
+            details = self.details.values()
+            self._ids = (
+                {i.cpu: i.core for i in details},
+                {i.cpu: i.node for i in details},
+                {i.cpu: i.socket for i in details},
+            )
+        return self._ids
 
     @property
     def is_valid(self) -> bool:
