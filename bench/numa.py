@@ -225,25 +225,32 @@ def main(argv: list[str] | None = None) -> int:
     baseline, _ = run(NUMA_BASELINE, nodes=args.nodes, pods=args.pods, progress=say)
     with_plugin, _ = run(NUMA, nodes=args.nodes, pods=args.pods, progress=say)
     ratio = with_plugin["podsPerSecond"]["mean"] / max(baseline["podsPerSecond"]["mean"], 1e-9)
+    # On a shared machine wall-clock rates swing with the neighbours' load; pods per CPU-second of this
+    # process do not, so the ratio is reported both ways.
+    cpu_ratio = with_plugin["podsPerSecond"]["perCpuSecond"] / max(
+        baseline["podsPerSecond"]["perCpuSecond"], 1e-9
+    )
     cpusets = with_plugin["checks"]["cpusets"]
     met = with_plugin["podsPerSecond"]["mean"] >= NUMA.min_pods_per_second and ratio >= 0.5 and cpusets["ok"]
     result = {
         "numa": with_plugin,
         "baseline": baseline,
         "ratio": round(ratio, 3),
+        "ratioPerCpuSecond": round(cpu_ratio, 3),
         "target": {"minPodsPerSecond": NUMA.min_pods_per_second, "minRatio": 0.5, "met": met},
     }
-    out = Path(__file__).resolve().with_name("results") / "numa.json"
+    out = Path(__file__).resolve().with_name("results") / "numa-side-by-side.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
     for name, r in (("without NodeNUMAResource", baseline), ("with NodeNUMAResource", with_plugin)):
         pps = r["podsPerSecond"]
         say(
             f"{name:<26} {r['nodes']:>5} nodes {r['scheduled']:>6}/{r['measuredPods']} bound"
-            f"  {pps['mean']:>8,.1f} pods/s  attempt p99 {r['latencyMs']['attempt']['p99']:.2f} ms"
+            f"  {pps['mean']:>8,.1f} pods/s ({pps['perCpuSecond']:,.0f} per CPU-s)"
+            f"  attempt p99 {r['latencyMs']['attempt']['p99']:.2f} ms"
         )
     say(
-        f"ratio {ratio:.2f}; {cpusets['doubleAllocatedCPUs']} CPUs double-allocated, "
+        f"ratio {ratio:.2f} (per CPU-s {cpu_ratio:.2f}); {cpusets['doubleAllocatedCPUs']} CPUs double-allocated, "
         f"{cpusets['lsrWithoutTheirCPUs']} LSR pods without their CPUs, "
         f"{cpusets['lsrOnWholeCores']}/{cpusets['lsrPodsBound']} LSR pods on whole cores: "
         f"{'met' if met else 'MISSED'}"

@@ -39,7 +39,7 @@ class HostPaths(ConfigModel):
     cgroup_root: str = "/sys/fs/cgroup"
     resctrl_root: str = "/sys/fs/resctrl"
     var_lib_kubelet_root: str = "/var/lib/kubelet"
-    """kubelet's root dir, where its ``cpu_manager_state`` checkpoint is (Koordinator's ``--var-lib-kubelet-root-dir``)."""
+    """kubelet's root dir, where its ``cpu_manager_state`` checkpoint is (``--var-lib-kubelet-root-dir``)."""
 
     @field_validator("proc_root", "cgroup_root", "resctrl_root", "var_lib_kubelet_root")
     @classmethod

@@ -34,6 +34,7 @@ from koord_framework.config.koordlet import KoordletConfiguration
 from koord_framework.config.loader import LoadedKoordletConfig
 from koord_framework.errors import KoordError, Problem, ValidationError
 from koord_framework.koordlet.cgroups import CgroupDriver, CgroupLayout, CgroupVersion
+from koord_framework.koordlet.cpuset import CPUSetError
 from koord_framework.koordlet.eviction import EvictionRecord, Evictor
 from koord_framework.koordlet.executor import AuditRecord, ResourceExecutor
 from koord_framework.koordlet.hostpaths import HostPaths
@@ -42,7 +43,6 @@ from koord_framework.koordlet.metrics.collector import NODE_CPU_INFO_KEY, Collec
 from koord_framework.koordlet.metrics.reporter import NodeMetricReporter
 from koord_framework.koordlet.qos import Decision, QOSContext, QOSStrategy
 from koord_framework.koordlet.states import NodeState, StatesInformer
-from koord_framework.koordlet.cpuset import CPUSetError
 from koord_framework.koordlet.system import HostReadError, NodeCPUInfo, read_node_cpu_info
 from koord_framework.koordlet.topology import KubeletCPUConfig, NodeTopologyReporter
 from koord_framework.plugin import PluginArgs
@@ -89,7 +89,7 @@ class AgentOptions:
     node_topology_sync_interval_seconds: float = 3.0
     """Seconds between two NodeResourceTopology reports (``--node-topology-sync-interval``)."""
     kubelet: KubeletCPUConfig = field(default_factory=KubeletCPUConfig)
-    """kubelet's CPU and topology manager settings, reported in the NRT (Koordinator reads kubelet's configz)."""
+    """kubelet's CPU and topology manager settings for the NRT (Koordinator reads kubelet's configz)."""
 
     @classmethod
     def from_config(cls, cfg: KoordletConfiguration, **overrides: Any) -> AgentOptions:
@@ -322,9 +322,9 @@ class KoordletAgent:
         for strategy in self.strategies:
             if self._due_now(f"qos/{strategy.name}", now, strategy.interval_seconds):
                 self._run_strategy(strategy, now, report)
-        if cfg.report_node_topology and self.cluster is not None:
-            if self._due_now("topology", now, cfg.node_topology_sync_interval_seconds):
-                report.node_topology = self._report_topology(report)
+        topology_due = cfg.report_node_topology and self.cluster is not None
+        if topology_due and self._due_now("topology", now, cfg.node_topology_sync_interval_seconds):
+            report.node_topology = self._report_topology(report)
         if cfg.report_node_metric and self.cluster is not None:
             policy = self.reporter.policy(self._state)
             if self._due_now("report", now, policy.report_interval_seconds):

@@ -26,7 +26,7 @@ class HostPaths:
     resctrl: Path
     """resctrl mount, ``/sys/fs/resctrl``: ``info/L3/cbm_mask``, ``schemata``, group dirs with ``tasks``."""
     kubelet_root: Path = Path("/var/lib/kubelet")
-    """kubelet's root dir, ``/var/lib/kubelet``: ``cpu_manager_state`` (Koordinator's ``VarLibKubeletRootDir``)."""
+    """kubelet's root dir, ``/var/lib/kubelet``: ``cpu_manager_state`` (``VarLibKubeletRootDir``)."""
 
     @classmethod
     def host(cls) -> HostPaths:
@@ -48,7 +48,11 @@ class HostPaths:
     def with_cgroup(self, cgroup: str | Path) -> HostPaths:
         """The same host with the cgroup root moved (a private sub-hierarchy, a test tree)."""
         return HostPaths(
-            proc=self.proc, cgroup=Path(cgroup), sys=self.sys, resctrl=self.resctrl, kubelet_root=self.kubelet_root
+            proc=self.proc,
+            cgroup=Path(cgroup),
+            sys=self.sys,
+            resctrl=self.resctrl,
+            kubelet_root=self.kubelet_root,
         )
 
     # --- file paths -------------------------------------------------------------------------------------

@@ -214,10 +214,10 @@ def kubelet_pod_cpu_allocs(state: CPUManagerState, node: NodeState) -> list[dict
         if not cpus:
             continue
         alloc: dict[str, Any] = {}
-        meta = pods.get(uid)
-        if meta is not None:
-            alloc["namespace"] = meta.pod.namespace
-            alloc["name"] = meta.pod.name
+        owner = pods.get(uid)
+        if owner is not None:
+            alloc["namespace"] = owner.pod.namespace
+            alloc["name"] = owner.pod.name
         alloc.update({"uid": uid, "cpuset": format_cpuset(cpus), "managedByKubelet": True})
         out.append(alloc)
     out.sort(key=lambda a: str(a["uid"]))
@@ -276,7 +276,9 @@ def build_node_topology(
 ) -> tuple[dict[str, str], dict[str, str], str, list[dict[str, Any]]]:
     """``calcNodeTopo``: (annotations, labels, topology policy, zones) the NRT must carry."""
     processors = sorted(cpu_info.processors, key=lambda p: p.cpu_id)
-    detail = [{"id": p.cpu_id, "core": p.core_id, "socket": p.socket_id, "node": p.node_id} for p in processors]
+    detail = [
+        {"id": p.cpu_id, "core": p.core_id, "socket": p.socket_id, "node": p.node_id} for p in processors
+    ]
     policy = kubelet.cpu_manager_policy or (cpu_manager.policy_name if cpu_manager is not None else "")
     manager: dict[str, Any] = {}
     if policy:

@@ -211,9 +211,7 @@ class AffinityStore:
 
 
 # --- merging ----------------------------------------------------------------------------------------------
-def _exclusive_ok(
-    hint: NUMATopologyHint, exclusive: str, statuses: Sequence[str]
-) -> bool:
+def _exclusive_ok(hint: NUMATopologyHint, exclusive: str, statuses: Sequence[str]) -> bool:
     """``checkExclusivePolicy``: does the hint respect ``singleNUMANodeExclusive: Required``?"""
     if hint.affinity is None:
         return False
@@ -305,12 +303,13 @@ def _best_of(
     best = NUMATopologyHint(default)
     for permutation in _permutations(filtered):
         merged = _merge_permutation(default, permutation)
-        assert merged.affinity is not None
-        if merged.affinity == 0:
+        mask = merged.affinity
+        assert mask is not None
+        if mask == 0:
             continue
         if not _exclusive_ok(merged, exclusive, statuses):
             merged = replace(merged, preferred=False)
-        score = sum(h.score for h in permutation if h.affinity is not None and h.affinity == merged.affinity)
+        score = sum(h.score for h in permutation if h.affinity is not None and h.affinity == mask)
         merged = replace(merged, score=merged.score + score)
         if merged.preferred and not best.preferred:
             best = merged
@@ -318,8 +317,8 @@ def _best_of(
         if not merged.preferred and best.preferred:
             continue
         assert best.affinity is not None
-        if not narrower(merged.affinity, best.affinity):
-            if merged.affinity.bit_count() == best.affinity.bit_count() and merged.score > best.score:
+        if not narrower(mask, best.affinity):
+            if mask.bit_count() == best.affinity.bit_count() and merged.score > best.score:
                 best = merged
             continue
         best = merged
@@ -352,11 +351,7 @@ def merge_hints(
         if reasons:
             return NUMATopologyHint(), False, reasons
         single = [
-            [
-                h
-                for h in alternatives
-                if h.preferred and (h.affinity is None or h.affinity.bit_count() == 1)
-            ]
+            [h for h in alternatives if h.preferred and (h.affinity is None or h.affinity.bit_count() == 1)]
             for alternatives in filtered
         ]
         best = _best_of(numa_nodes, single, exclusive, statuses)

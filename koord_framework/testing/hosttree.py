@@ -206,7 +206,9 @@ class FakeHostTree:
             (d / "cpulist").write_text(format_cpuset(cpus) + "\n")
             # The kernel's per-node meminfo; memory split evenly over the NUMA nodes.
             kb = self.memory_total // 1024 // max(len({p.node for p in self.processors}), 1)
-            (d / "meminfo").write_text(f"Node {node} MemTotal:       {kb} kB\nNode {node} MemFree:        {kb} kB\n")
+            (d / "meminfo").write_text(
+                f"Node {node} MemTotal:       {kb} kB\nNode {node} MemFree:        {kb} kB\n"
+            )
 
     # --- cgroups -----------------------------------------------------------------------------------------
     def _init_cgroup_root(self) -> None:

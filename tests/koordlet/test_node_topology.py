@@ -52,8 +52,13 @@ def node_manifest(name: str, cpus: int, labels: dict[str, str] | None = None) ->
     }
 
 
-def report(tree: FakeHostTree, *, kubelet: KubeletCPUConfig | None = None, pods: list[Any] | None = None,
-           node: dict[str, Any] | None = None) -> dict[str, Any]:
+def report(
+    tree: FakeHostTree,
+    *,
+    kubelet: KubeletCPUConfig | None = None,
+    pods: list[Any] | None = None,
+    node: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     cluster = MemoryCluster(VirtualClock(0))
     node = node or node_manifest("n1", len(tree.processors))
     state = build_state("n1", tree.layout, node=node, pods=pods or [], node_slo=None)
@@ -78,7 +83,9 @@ def test_one_socket_four_cores_two_threads(tmp_path: Path) -> None:
     # siblings 0 and 4 share core 0, as on the real machine
     assert {d["id"]: d["core"] for d in got} == {0: 0, 1: 1, 2: 2, 3: 3, 4: 0, 5: 1, 6: 2, 7: 3}
     assert {d["socket"] for d in got} == {0} and {d["node"] for d in got} == {0}
-    assert zones(nrt) == {"node-0": {"cpu": "8", "memory": "16Gi", "hugepages-1Gi": "0", "hugepages-2Mi": "0"}}
+    assert zones(nrt) == {
+        "node-0": {"cpu": "8", "memory": "16Gi", "hugepages-1Gi": "0", "hugepages-2Mi": "0"}
+    }
     assert nrt["topologyPolicies"] == ["None"]
     assert nrt["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "Koordinator"
     assert nrt["metadata"]["ownerReferences"][0]["kind"] == "Node"
@@ -92,7 +99,9 @@ def test_two_sockets_two_numa_nodes_each(tmp_path: Path) -> None:
     assert len({(d["socket"], d["core"]) for d in got}) == 64
     assert {d["node"] for d in got} == {0, 1, 2, 3}
     by_id = {d["id"]: d for d in got}
-    assert by_id[0]["node"] == 0 and by_id[16]["node"] == 1 and by_id[32]["node"] == 2 and by_id[64]["node"] == 0
+    assert (
+        by_id[0]["node"] == 0 and by_id[16]["node"] == 1 and by_id[32]["node"] == 2 and by_id[64]["node"] == 0
+    )
     assert by_id[0]["core"] == by_id[64]["core"]  # hyper-thread siblings
     assert by_id[32]["socket"] == 1
     assert zones(nrt)["node-3"] == {"cpu": "32", "memory": "64Gi", "hugepages-1Gi": "0", "hugepages-2Mi": "0"}
@@ -140,9 +149,7 @@ def test_kubelet_static_policy_and_cpu_manager_state(tmp_path: Path) -> None:
         },
         "spec": {"nodeName": "n1", "containers": [{"name": "app"}]},
     }
-    kubelet = KubeletCPUConfig(
-        "static", {"full-pcpus-only": "true"}, "0", "single-numa-node", "pod"
-    )
+    kubelet = KubeletCPUConfig("static", {"full-pcpus-only": "true"}, "0", "single-numa-node", "pod")
     nrt = report(tree, kubelet=kubelet, pods=[guaranteed, lsr])
     annotations = nrt["metadata"]["annotations"]
     assert json.loads(annotations[ANNOTATION_KUBELET_CPU_MANAGER_POLICY]) == {
@@ -164,7 +171,9 @@ def test_policy_from_the_state_file_when_not_configured(tmp_path: Path) -> None:
     tree.paths.kubelet_root.mkdir(parents=True)
     (tree.paths.kubelet_root / "cpu_manager_state").write_text('{"policyName":"none","defaultCpuSet":""}')
     nrt = report(tree)
-    assert json.loads(nrt["metadata"]["annotations"][ANNOTATION_KUBELET_CPU_MANAGER_POLICY]) == {"policy": "none"}
+    assert json.loads(nrt["metadata"]["annotations"][ANNOTATION_KUBELET_CPU_MANAGER_POLICY]) == {
+        "policy": "none"
+    }
 
 
 def test_node_reservation_and_system_qos_are_copied(tmp_path: Path) -> None:

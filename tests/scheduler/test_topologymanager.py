@@ -25,7 +25,7 @@ from koord_framework.scheduler.topologymanager import (
 )
 
 
-def H(nodes: Sequence[int] | None, preferred: bool, score: int = 0) -> NUMATopologyHint:  # noqa: N802
+def H(nodes: Sequence[int] | None, preferred: bool, score: int = 0) -> NUMATopologyHint:
     return NUMATopologyHint(mask_of(nodes) if nodes is not None else None, preferred, False, score)
 
 
@@ -39,7 +39,11 @@ COMMON: list[tuple[str, list[Mapping[str, list[NUMATopologyHint]] | None], NUMAT
         [{"resource1": [H([0], True)]}, {"resource2": [H([0], True)]}],
         H([0], True),
     ),
-    ("one provider without hints, one single preferred hint", [None, {"resource": [H([1], True)]}], H([1], True)),
+    (
+        "one provider without hints, one single preferred hint",
+        [None, {"resource": [H([1], True)]}],
+        H([1], True),
+    ),
     (
         "both with two hints, the narrower preferred one matches",
         [
@@ -58,7 +62,12 @@ COMMON: list[tuple[str, list[Mapping[str, list[NUMATopologyHint]] | None], NUMAT
     ),
     (
         "several resources of one provider",
-        [{"resource1": [H([1], True), H([0, 1], False)], "resource2": [H([0], True), H([1], True), H([0, 1], False)]}],
+        [
+            {
+                "resource1": [H([1], True), H([0, 1], False)],
+                "resource2": [H([0], True), H([1], True), H([0, 1], False)],
+            }
+        ],
         H([1], True),
     ),
 ]

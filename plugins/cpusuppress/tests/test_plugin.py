@@ -172,7 +172,7 @@ def test_a_failed_write_is_reported_not_raised(
 
 
 def test_cpuset_policy_waits_for_the_node_resource_topology(koord_host_tree: HostFactory) -> None:
-    """As upstream: until koordlet has created the node's NRT, BE's cpuset is neither narrowed nor recovered."""
+    """As upstream: until koordlet has created the node's NRT, BE's cpuset is not narrowed nor recovered."""
     tree = koord_host_tree(cpus=8)
     be_dir = tree.layout.qos_dir(KubeQoS.BEST_EFFORT)
     h = _harness(tree, "cpuset")

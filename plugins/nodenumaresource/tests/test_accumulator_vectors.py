@@ -22,7 +22,9 @@ VECTORS: list[dict[str, Any]] = json.loads((Path(__file__).parent / "data" / "ve
 
 
 def _by(*functions: str) -> list[Any]:
-    return [pytest.param(v, id=f"{v['id']} {v['description']}") for v in VECTORS if v["function"] in functions]
+    return [
+        pytest.param(v, id=f"{v['id']} {v['description']}") for v in VECTORS if v["function"] in functions
+    ]
 
 
 def topology_of(spec: dict[str, Any]) -> CPUTopology:

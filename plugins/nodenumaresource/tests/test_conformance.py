@@ -15,17 +15,23 @@ from koord_framework.testing.conformance import SchedulerPluginConformance
 def numa_cluster(rng: random.Random) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     objects: list[dict[str, Any]] = []
     for i in range(rng.randint(3, 8)):
-        sockets, per_socket, cores, threads = rng.choice([(1, 1, 4, 2), (2, 1, 8, 2), (2, 2, 4, 2), (1, 2, 6, 1)])
+        sockets, per_socket, cores, threads = rng.choice(
+            [(1, 1, 4, 2), (2, 1, 8, 2), (2, 2, 4, 2), (1, 2, 6, 1)]
+        )
         total = sockets * per_socket * cores * threads
         labels = {}
         if rng.random() < 0.3:
-            labels["node.koordinator.sh/numa-topology-policy"] = rng.choice(["SingleNUMANode", "Restricted", "BestEffort"])
+            labels["node.koordinator.sh/numa-topology-policy"] = rng.choice(
+                ["SingleNUMANode", "Restricted", "BestEffort"]
+            )
         if rng.random() < 0.2:
             labels["node.koordinator.sh/cpu-bind-policy"] = rng.choice(["FullPCPUsOnly", "SpreadByPCPUs"])
         record = node(f"n{i}", total, "64Gi", labels)
         if rng.random() < 0.25:
             record["metadata"]["annotations"] = {
-                "node.koordinator.sh/resource-amplification-ratio": rng.choice(['{"cpu": 1.5}', '{"cpu": 2}', "{bad"])
+                "node.koordinator.sh/resource-amplification-ratio": rng.choice(
+                    ['{"cpu": 1.5}', '{"cpu": 2}', "{bad"]
+                )
             }
         objects.append(record)
         if rng.random() < 0.85:
@@ -35,13 +41,17 @@ def numa_cluster(rng: random.Random) -> tuple[list[dict[str, Any]], list[dict[st
             f"p{k}",
             str(rng.choice([1, 2, 4, 6])),
             rng.choice(["1Gi", "4Gi"]),
-            spec=rng.choice([None, {"requiredCPUBindPolicy": "FullPCPUs"}, {"preferredCPUBindPolicy": "SpreadByPCPUs"}]),
+            spec=rng.choice(
+                [None, {"requiredCPUBindPolicy": "FullPCPUs"}, {"preferredCPUBindPolicy": "SpreadByPCPUs"}]
+            ),
             numa=rng.choice([None, {"numaTopologyPolicy": "SingleNUMANode"}]),
             qos=rng.choice(["LSR", "LSE", "LS"]),
         )
         for k in range(6)
     ]
-    pending.append(lsr_pod("memory-only", "0", "2Gi", numa=rng.choice([None, {"numaTopologyPolicy": "Restricted"}])))
+    pending.append(
+        lsr_pod("memory-only", "0", "2Gi", numa=rng.choice([None, {"numaTopologyPolicy": "Restricted"}]))
+    )
     return objects, pending
 
 

@@ -55,7 +55,10 @@ def test_scheduled_cpusets_respect_the_invariants(
     if full_pcpus_only:
         kubelet["options"] = {"full-pcpus-only": "true"}
     h = SchedulerHarness([NodeNUMAResource])
-    h.add(node("n1", total, "64Gi"), nrt("n1", sockets, per_socket, cores, threads, memory_per_numa="16Gi", kubelet=kubelet))
+    h.add(
+        node("n1", total, "64Gi"),
+        nrt("n1", sockets, per_socket, cores, threads, memory_per_numa="16Gi", kubelet=kubelet),
+    )
     numa_of = {
         cpu: cpu // (cores * threads) for cpu in range(total)
     }  # the builder's layout: NUMA node i holds a contiguous block
@@ -67,7 +70,12 @@ def test_scheduled_cpusets_respect_the_invariants(
         if exclusive:
             spec["preferredCPUExclusivePolicy"] = exclusive
         pod = lsr_pod(
-            f"p{i}", str(cpus), "1Gi", spec=spec or None, numa={"numaTopologyPolicy": numa} if numa else None, qos=qos
+            f"p{i}",
+            str(cpus),
+            "1Gi",
+            spec=spec or None,
+            numa={"numaTopologyPolicy": numa} if numa else None,
+            qos=qos,
         )
         pods.append((pod, policy if required else "", numa))
         h.schedule_one(pod)

@@ -113,7 +113,9 @@ def test_kubelet_reserved_and_pinned_cpus_are_never_given() -> None:
 
 
 def test_node_full_pcpus_only_binds_an_ls_pod_and_rejects_odd_counts() -> None:
-    h = _harness(node("n1", 8, labels={"node.koordinator.sh/cpu-bind-policy": "FullPCPUsOnly"}), nrt("n1", 1, 1, 4, 2))
+    h = _harness(
+        node("n1", 8, labels={"node.koordinator.sh/cpu-bind-policy": "FullPCPUsOnly"}), nrt("n1", 1, 1, 4, 2)
+    )
     assert h.filter(lsr_pod("odd", "3", qos="LS"), "n1").reasons == (
         "node(s) requested cpus not multiple cpus per core",
     )
@@ -148,7 +150,7 @@ def test_take_cpus_fails_with_koordinators_message() -> None:
 
 
 def test_exclusive_pcpu_level_avoids_cores_of_exclusive_pods() -> None:
-    """``TestTakeCPUsWithExclusivePolicy``: a PCPULevel pod avoids cores holding PCPULevel CPUs when it can."""
+    """``TestTakeCPUsWithExclusivePolicy``: a PCPULevel pod avoids cores with PCPULevel CPUs when it can."""
     topo = build_cpu_topology_for_test(1, 1, 4, 2)
     held = {0: Allocated(1, "PCPULevel")}
     free = set(range(1, 8))
@@ -259,7 +261,11 @@ def test_invalid_args_are_refused() -> None:
 def test_vector_forms_follow_node_and_nrt_changes() -> None:
     """The vectorised Filter/Score keep per-row facts; Node and NRT events must reach them."""
     h = _harness(node("n1", 16), nrt("n1", 1, 1, 8, 2), node("n2", 16), nrt("n2", 2, 1, 4, 2))
-    pods = [lsr_pod("a", "4"), lsr_pod("b", "3", qos="LS"), lsr_pod("c", "2", numa={"numaTopologyPolicy": "Restricted"})]
+    pods = [
+        lsr_pod("a", "4"),
+        lsr_pod("b", "3", qos="LS"),
+        lsr_pod("c", "2", numa={"numaTopologyPolicy": "Restricted"}),
+    ]
     for pod in pods:
         h.check_vector_forms(pod, "NodeNUMAResource")
     current = h.cluster.get("Node", "n1")

@@ -29,14 +29,15 @@ from koord_framework.scheduler.status import Status
 from koord_framework.scheduler.topologymanager import AffinityStore, bits
 from koord_framework.testing.scheduler import SchedulerHarness
 
-
 VECTORS: list[dict[str, Any]] = json.loads((Path(__file__).parent / "data" / "vectors.json").read_text())[
     "vectors"
 ]
 
 
 def _by(*functions: str) -> list[Any]:
-    return [pytest.param(v, id=f"{v['id']} {v['description']}") for v in VECTORS if v["function"] in functions]
+    return [
+        pytest.param(v, id=f"{v['id']} {v['description']}") for v in VECTORS if v["function"] in functions
+    ]
 
 
 def test_every_vector_is_covered() -> None:
@@ -83,7 +84,9 @@ def _harness(inputs: dict[str, Any]) -> tuple[SchedulerHarness, NodeNUMAResource
     held = (inputs.get("nodeAllocation") or {}).get("allocatedCPUs") or []
     if held:
         policy = (inputs.get("nodeAllocation") or {}).get("allocatedExclusivePolicy", "")
-        plugin.resources.update(name, PodAllocation("allocated", cpuset=frozenset(held), exclusive_policy=policy))
+        plugin.resources.update(
+            name, PodAllocation("allocated", cpuset=frozenset(held), exclusive_policy=policy)
+        )
     for i, entry in enumerate(inputs.get("existingNUMAAllocations") or ()):
         res = parse_resource_list(entry["resources"])
         plugin.resources.update(
@@ -127,7 +130,7 @@ def _pod(inputs: dict[str, Any]) -> PodInfo:
 @pytest.mark.parametrize("vector", _by("PreFilter"))
 def test_pre_filter(vector: dict[str, Any]) -> None:
     inputs = vector["inputs"]
-    h, plugin = _harness(inputs)
+    _, plugin = _harness(inputs)
     state = CycleState()
     _, status = plugin.pre_filter(state, _pod(inputs), [])
     want = vector["expected"]
@@ -195,7 +198,9 @@ def test_reserve(vector: dict[str, Any]) -> None:
     assert cpus == vector["expected"]["allocation"]["cpus"]
     assert format_cpuset(cpus) == vector["expected"]["allocation"]["cpuset"]
     if cpus:
-        assert plugin.resources.allocated_cpuset(inputs["node"]["metadata"]["name"], pod.uid) == frozenset(cpus)
+        assert plugin.resources.allocated_cpuset(inputs["node"]["metadata"]["name"], pod.uid) == frozenset(
+            cpus
+        )
 
 
 @pytest.mark.parametrize("vector", _by("Score"))
@@ -232,6 +237,8 @@ def test_append_resource_spec_if_missed(vector: dict[str, Any]) -> None:
     spec = append_resource_spec_if_missed(
         annotations, st, inputs["node"]["metadata"].get("labels") or {}, TopologyOptions()
     )
-    written = json.loads(spec.to_json()) if spec is not None else json.loads(annotations[ANNOTATION_RESOURCE_SPEC])
+    written = (
+        json.loads(spec.to_json()) if spec is not None else json.loads(annotations[ANNOTATION_RESOURCE_SPEC])
+    )
     assert written == vector["expected"]["resourceSpec"]
     assert ANNOTATION_RESOURCE_STATUS not in written

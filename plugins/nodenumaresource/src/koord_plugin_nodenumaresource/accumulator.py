@@ -343,7 +343,9 @@ class _Accumulator:
         full = {core: cpus for core, cpus in cpus_in_cores.items() if len(cpus) == per_core}
         return full, socket_free
 
-    def _grouped_cores(self, full: Mapping[int, list[int]], group_of: Mapping[int, int]) -> dict[int, list[int]]:
+    def _grouped_cores(
+        self, full: Mapping[int, list[int]], group_of: Mapping[int, int]
+    ) -> dict[int, list[int]]:
         """Each group's (NUMA node or socket) CPUs, core by core in core order."""
         cores_in_group: dict[int, list[int]] = {}
         for core, cpus in full.items():
@@ -383,9 +385,7 @@ class _Accumulator:
         full, _ = self._full_cores(False)
         groups = self._grouped_cores(full, socket_of)
         most = self.most_allocated
-        return [
-            groups[s] for s in sorted(groups, key=lambda s: (_strategy_key(len(groups[s]), most), s))
-        ]
+        return [groups[s] for s in sorted(groups, key=lambda s: (_strategy_key(len(groups[s]), most), s))]
 
     def free_cpus_in_node(self, filter_exclusive: bool) -> list[list[int]]:
         """Free CPUs per NUMA node (one per core when filtering exclusivity), nodes in strategy order."""
@@ -433,9 +433,7 @@ class _Accumulator:
         most = self.most_allocated
         return [
             cpus_in_sockets[s]
-            for s in sorted(
-                cpus_in_sockets, key=lambda s: (_strategy_key(len(cpus_in_sockets[s]), most), s)
-            )
+            for s in sorted(cpus_in_sockets, key=lambda s: (_strategy_key(len(cpus_in_sockets[s]), most), s))
         ]
 
     def free_cpus(self, filter_exclusive: bool) -> list[int]:

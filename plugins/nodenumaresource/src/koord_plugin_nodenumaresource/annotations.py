@@ -36,9 +36,9 @@ __all__ = [
     "NUMATopologySpec",
     "ResourceSpec",
     "ResourceStatus",
+    "amplification_ratios",
     "amplify",
     "amplify_resources",
-    "amplification_ratios",
     "node_cpu_bind_policy",
     "numa_topology_spec",
     "resource_spec",
@@ -99,7 +99,9 @@ def _string(data: Mapping[str, Any], name: str, key: str, owner: str, allowed: f
         raise AnnotationError(f"{owner}: annotation {key}: {name}: want a string, got {value!r}")
     if value not in allowed:
         choices = ", ".join(sorted(v for v in allowed if v))
-        raise AnnotationError(f"{owner}: annotation {key}: {name}: unknown value {value!r} (one of {choices})")
+        raise AnnotationError(
+            f"{owner}: annotation {key}: {name}: unknown value {value!r} (one of {choices})"
+        )
     return value
 
 

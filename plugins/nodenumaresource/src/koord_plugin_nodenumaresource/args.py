@@ -56,7 +56,9 @@ class NodeNUMAResourceArgs(PluginArgs):
     scoring_strategy: ScoringStrategy = Field(default_factory=ScoringStrategy)
     """Node-level scoring. Default: LeastAllocated over cpu and memory (weight 1 each). Its resource
     weights also weigh the NUMA-hint scores (as upstream)."""
-    numa_scoring_strategy: ScoringStrategy = Field(default_factory=ScoringStrategy, alias="numaScoringStrategy")
+    numa_scoring_strategy: ScoringStrategy = Field(
+        default_factory=ScoringStrategy, alias="numaScoringStrategy"
+    )
     """NUMA-level scoring: its type picks among NUMA nodes (MostAllocated also makes the default NUMA allocate
     strategy MostAllocated). Default: LeastAllocated over cpu and memory."""
 

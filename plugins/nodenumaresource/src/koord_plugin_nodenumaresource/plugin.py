@@ -29,8 +29,8 @@ from koord_framework.api.qos import PriorityClass, QoSClass, qos_class_raw
 from koord_framework.api.resources import add, is_zero
 from koord_framework.koordlet.cpuset import format_cpuset
 from koord_framework.plugin import PluginArgs
-from koord_framework.scheduler.cycle_state import CycleState
 from koord_framework.scheduler.constant_arrays import all_pass
+from koord_framework.scheduler.cycle_state import CycleState
 from koord_framework.scheduler.interface import (
     ClusterEvent,
     EnqueueExtensions,
@@ -127,14 +127,16 @@ _TERMINAL: Final = ("Succeeded", "Failed")
 def _same_allocation(old: Mapping[str, Any], annotations: Mapping[str, str]) -> bool:
     """The two pods' allocation annotations are the same text (nothing to re-read)."""
     before: Mapping[str, str] = (old.get("metadata") or {}).get("annotations") or {}
-    return before.get(ANNOTATION_RESOURCE_STATUS) == annotations.get(ANNOTATION_RESOURCE_STATUS) and before.get(
-        ANNOTATION_RESOURCE_SPEC
-    ) == annotations.get(ANNOTATION_RESOURCE_SPEC)
+    return before.get(ANNOTATION_RESOURCE_STATUS) == annotations.get(
+        ANNOTATION_RESOURCE_STATUS
+    ) and before.get(ANNOTATION_RESOURCE_SPEC) == annotations.get(ANNOTATION_RESOURCE_SPEC)
 
 
 def allow_use_cpuset(pod: PodInfo) -> bool:
     """``AllowUseCPUSet``: the raw QoS label is LSE or LSR and the pod is prod (with defaults)."""
-    return qos_class_raw(pod.labels) in (QoSClass.LSE, QoSClass.LSR) and pod.priority_class is PriorityClass.PROD
+    return (
+        qos_class_raw(pod.labels) in (QoSClass.LSE, QoSClass.LSR) and pod.priority_class is PriorityClass.PROD
+    )
 
 
 def merge_topology_policy(node_policy: str, pod_policy: str) -> str | None:
@@ -177,13 +179,19 @@ def append_resource_spec_if_missed(
 ) -> ResourceSpec | None:
     """``appendResourceSpecIfMissed``: the ``resource-spec`` to write back when the pod did not state the
     policy it was bound with; None when nothing needs writing."""
-    policy, required = cpu_bind_policy(options, labels, st.required_cpu_bind_policy, st.preferred_cpu_bind_policy)
+    policy, required = cpu_bind_policy(
+        options, labels, st.required_cpu_bind_policy, st.preferred_cpu_bind_policy
+    )
     try:
         spec = resource_spec(annotations, "pod")
     except AnnotationError:
         spec = ResourceSpec()
     changed = False
-    req, pref, excl = spec.required_cpu_bind_policy, spec.preferred_cpu_bind_policy, spec.preferred_cpu_exclusive_policy
+    req, pref, excl = (
+        spec.required_cpu_bind_policy,
+        spec.preferred_cpu_bind_policy,
+        spec.preferred_cpu_exclusive_policy,
+    )
     if required and req in ("", DEFAULT):
         req, changed = policy, True
     if pref == DEFAULT:
@@ -778,7 +786,9 @@ class NodeNUMAResource(
             self.resources.update(node_name, st.allocation)
         return Status.success()
 
-    def _allocate(self, state: CycleState, st: PreFilterState, pod: PodInfo, node: NodeInfo, policy: str) -> Status:
+    def _allocate(
+        self, state: CycleState, st: PreFilterState, pod: PodInfo, node: NodeInfo, policy: str
+    ) -> Status:
         record = node.node
         options = self.topologies.get(record.name)
         bind, status = request_cpu_bind(st, node_cpu_bind_policy(record.labels, options.policy))
@@ -838,7 +848,9 @@ class NodeNUMAResource(
             if spec is not None:
                 annotations[ANNOTATION_RESOURCE_SPEC] = spec.to_json()
         alloc = st.allocation
-        annotations[ANNOTATION_RESOURCE_STATUS] = ResourceStatus(alloc.cpuset, alloc.numa_node_resources).to_json()
+        annotations[ANNOTATION_RESOURCE_STATUS] = ResourceStatus(
+            alloc.cpuset, alloc.numa_node_resources
+        ).to_json()
         return Status.success()
 
     # --- explanations -------------------------------------------------------------------------------------
@@ -862,7 +874,9 @@ class NodeNUMAResource(
                 res_options = self._resource_options(st, record, bind, hint, options)
             except AnnotationError:
                 return out
-            alloc, _ = self._allocate_from_node(pod, record.name, res_options, restore_state_of(state, record.name))
+            alloc, _ = self._allocate_from_node(
+                pod, record.name, res_options, restore_state_of(state, record.name)
+            )
             if alloc is not None:
                 out["cpuset"] = format_cpuset(alloc.cpuset)
                 out["numaNodes"] = alloc.numa_nodes

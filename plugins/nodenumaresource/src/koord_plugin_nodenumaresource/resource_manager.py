@@ -73,9 +73,7 @@ class ResourceOptions:
         return replace(self.topology_options, numa_node_resources=self.numa_node_resources)
 
 
-def filter_cpus_by_required_policy(
-    policy: str, available: Iterable[int], topology: CPUTopology
-) -> set[int]:
+def filter_cpus_by_required_policy(policy: str, available: Iterable[int], topology: CPUTopology) -> set[int]:
     """``filterCPUsByRequiredCPUBindPolicy``: FullPCPUs keeps whole free cores; SpreadByPCPUs keeps the
     lowest free CPU of each core; other policies keep everything."""
     avail = set(available)
@@ -122,7 +120,9 @@ def _split(name: str, quantity: int, count: int, options: ResourceOptions) -> in
     return cpus // count * 1000
 
 
-def _sorted_by_position_quirk(nodes: list[int], available: Mapping[int, Mapping[str, int]], name: str) -> list[int]:
+def _sorted_by_position_quirk(
+    nodes: list[int], available: Mapping[int, Mapping[str, int]], name: str
+) -> list[int]:
     """Upstream sorts the hint's NUMA nodes with a comparator that reads ``available[i]`` for *positions*
     i, j of the slice being sorted (not the node ids there). Go's sort.Slice runs insertion sort on so few
     elements; replaying it with the same comparator gives the same order."""

@@ -38,7 +38,9 @@ class RowFacts:
     version its event announced (events arrive before the cycle's snapshot has them).
     """
 
-    def __init__(self, topologies: TopologyOptionsManager, node_info: Callable[[str], NodeInfo | None]) -> None:
+    def __init__(
+        self, topologies: TopologyOptionsManager, node_info: Callable[[str], NodeInfo | None]
+    ) -> None:
         self._topologies = topologies
         self._node_info = node_info
         self._rows = 0

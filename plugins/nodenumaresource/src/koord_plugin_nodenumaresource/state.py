@@ -1,10 +1,10 @@
 """The per-cycle state of NodeNUMAResource and the reservation seam.
 
-``PreFilterState`` is what PreFilter works out once per pod (Koordinator's ``preFilterState``). ``RestoreState``
-is what Koordinator's reservation hooks (``RestoreReservation``) leave per node: CPUs and NUMA resources that
-matched reservations give back to the pod. Until the framework runs those hooks it is always empty, and
-``try_allocate_from_reusable`` then answers "nothing reserved here", exactly as upstream does for a node
-without matched reservations.
+``PreFilterState`` is what PreFilter works out once per pod (Koordinator's ``preFilterState``).
+``NodeRestoreState`` is what Koordinator's reservation hooks (``RestoreReservation``) leave per node: CPUs
+and NUMA resources that matched reservations give back to the pod. Until the framework runs those hooks it
+is always empty, and the plugin's ``_allocate_from_reservations`` then answers "nothing reserved here",
+exactly as upstream's ``tryAllocateFromReusable`` does for a node without matched reservations.
 """
 
 from __future__ import annotations

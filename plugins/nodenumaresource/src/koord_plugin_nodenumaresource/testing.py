@@ -7,12 +7,12 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from koord_framework.api.resources import parse_resource_list
+from koord_framework.koordlet.cpuset import parse_cpuset
 from koord_plugin_nodenumaresource.annotations import KubeletCPUManagerPolicy
 from koord_plugin_nodenumaresource.topology import CPUTopology, build_cpu_topology_for_test
 from koord_plugin_nodenumaresource.topology_options import TopologyOptions
 
-from koord_framework.api.resources import parse_resource_list
-from koord_framework.koordlet.cpuset import parse_cpuset
 
 def topology_of(spec: Mapping[str, Any] | None) -> CPUTopology | None:
     if spec is None:
@@ -31,7 +31,8 @@ def options_of(spec: Mapping[str, Any] | None) -> TopologyOptions | None:
         return None
     topology = topology_of(spec.get("cpuTopology"))
     zones = [
-        (int(z["node"]), parse_resource_list(z.get("resources") or {})) for z in spec.get("numaNodeResources") or ()
+        (int(z["node"]), parse_resource_list(z.get("resources") or {}))
+        for z in spec.get("numaNodeResources") or ()
     ]
     policy = spec.get("policy")
     kubelet = (
@@ -111,7 +112,9 @@ def nrt(
     }
 
 
-def node(name: str, cpu: int, memory: str = "256Gi", labels: Mapping[str, str] | None = None) -> dict[str, Any]:
+def node(
+    name: str, cpu: int, memory: str = "256Gi", labels: Mapping[str, str] | None = None
+) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Node",

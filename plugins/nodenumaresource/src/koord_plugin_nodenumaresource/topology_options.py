@@ -65,7 +65,11 @@ class TopologyOptions:
         return [node for node, _ in self.numa_node_resources]
 
 
-_POLICIES = {"BestEffort": "BestEffort", "Restricted": "Restricted", "SingleNUMANodePodLevel": "SingleNUMANode"}
+_POLICIES = {
+    "BestEffort": "BestEffort",
+    "Restricted": "Restricted",
+    "SingleNUMANodePodLevel": "SingleNUMANode",
+}
 
 
 def _topology(annotations: Mapping[str, str], owner: str) -> CPUTopology:
@@ -81,7 +85,12 @@ def _topology(annotations: Mapping[str, str], owner: str) -> CPUTopology:
                 f"{owner}: annotation {ANNOTATION_CPU_TOPOLOGY}: detail[{i}]: want non-negative integers "
                 f"id, core, socket, node; got {info!r}"
             )
-        builder.add(int(info.get("socket", 0)), int(info.get("node", 0)), int(info.get("core", 0)), int(info.get("id", 0)))
+        builder.add(
+            int(info.get("socket", 0)),
+            int(info.get("node", 0)),
+            int(info.get("core", 0)),
+            int(info.get("id", 0)),
+        )
     return builder.result()
 
 
@@ -135,7 +144,8 @@ def topology_options_from_nrt(nrt: Mapping[str, Any]) -> TopologyOptions:
         reserved = set(_kubelet_pod_cpus(annotations, owner)) | kubelet.reserved_cpus
         node_reservation = _object(annotations, ANNOTATION_NODE_RESERVATION, owner)
         reserved |= _cpuset(
-            node_reservation.get("reservedCPUs"), f"{owner}: annotation {ANNOTATION_NODE_RESERVATION}: reservedCPUs"
+            node_reservation.get("reservedCPUs"),
+            f"{owner}: annotation {ANNOTATION_NODE_RESERVATION}: reservedCPUs",
         )
         system_qos = _object(annotations, ANNOTATION_SYSTEM_QOS_RESOURCE, owner)
         if system_qos.get("cpusetExclusive", True) is not False:
