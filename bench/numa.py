@@ -250,7 +250,8 @@ def main(argv: list[str] | None = None) -> int:
             f"  attempt p99 {r['latencyMs']['attempt']['p99']:.2f} ms"
         )
     say(
-        f"ratio {ratio:.2f} (per CPU-s {cpu_ratio:.2f}); {cpusets['doubleAllocatedCPUs']} CPUs double-allocated, "
+        f"ratio {ratio:.2f} (per CPU-s {cpu_ratio:.2f}); "
+        f"{cpusets['doubleAllocatedCPUs']} CPUs double-allocated, "
         f"{cpusets['lsrWithoutTheirCPUs']} LSR pods without their CPUs, "
         f"{cpusets['lsrOnWholeCores']}/{cpusets['lsrPodsBound']} LSR pods on whole cores: "
         f"{'met' if met else 'MISSED'}"
