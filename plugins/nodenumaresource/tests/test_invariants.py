@@ -101,3 +101,29 @@ def test_scheduled_cpusets_respect_the_invariants(
             assert len({numa_of[c] for c in cpus}) <= 1
             assert len(status.get("numaNodeResources") or []) <= 1
     assert all(count <= 1 for count in held.values()), held
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    machine=machines,
+    taken=st.sets(st.integers(0, 47), max_size=30),
+    offline=st.sets(st.integers(0, 47), max_size=4),
+)
+def test_whole_core_fast_path_matches_the_general_one(
+    machine: tuple[int, int, int, int], taken: set[int], offline: set[int]
+) -> None:
+    """``_whole_free_cores`` (the common case) must group exactly as ``_full_cores`` + ``_grouped_cores``."""
+    from koord_plugin_nodenumaresource.accumulator import _Accumulator
+    from koord_plugin_nodenumaresource.topology import build_cpu_topology_for_test, topology_from_details
+
+    full_topo = build_cpu_topology_for_test(*machine)
+    topo = topology_from_details(
+        {c: i for c, i in full_topo.details.items() if c not in offline} or full_topo.details
+    )
+    free = [c for c in topo.details if c not in taken]
+    acc = _Accumulator(topo, 1, free, {}, 1, "None", "MostAllocated")
+    fast, fast_sockets = acc._whole_free_cores()
+    _, node_of, _ = topo.ids()
+    full, sockets = acc._full_cores(False)
+    assert fast == acc._grouped_cores(full, node_of)
+    assert fast_sockets == sockets

@@ -318,6 +318,31 @@ class _Accumulator:
                 out.append(cpu)
         return out
 
+    def _whole_free_cores(self) -> tuple[dict[int, list[int]], dict[int, int]]:
+        """The common case of ``_full_cores`` + ``_grouped_cores`` (no shared CPUs, no NUMA exclusivity):
+        walk each NUMA node's cores in id order from the topology instead of regrouping free CPUs."""
+        free = self.free
+        width = self.topology.cpus_per_core
+        _, _, socket_of = self.topology.ids()
+        socket_free: dict[int, int] = {}
+        for cpu in free:
+            socket = socket_of[cpu]
+            socket_free[socket] = socket_free.get(socket, 0) + 1
+        groups: dict[int, list[int]] = {}
+        for node, cores in self.topology.cores_by_node().items():
+            listed: list[int] = []
+            for _, cpus in cores:
+                if len(cpus) == width:
+                    if all(c in free for c in cpus):
+                        listed.extend(cpus)
+                else:  # an uneven core (CPUs offline): whole means as many free CPUs as a core has
+                    here = [c for c in cpus if c in free]
+                    if len(here) == width:
+                        listed.extend(here)
+            if listed:
+                groups[node] = listed
+        return groups, socket_free
+
     def _full_cores(self, filter_numa_exclusive: bool) -> tuple[dict[int, list[int]], dict[int, int]]:
         """Free CPUs per core (only cores with every thread free) and free CPUs per socket (all)."""
         core_of, node_of, socket_of = self.topology.ids()
@@ -369,8 +394,12 @@ class _Accumulator:
     def free_cores_in_node(self, filter_exclusive: bool) -> list[list[int]]:
         """CPUs of fully free cores per NUMA node, nodes in strategy order (``freeCoresInNode``)."""
         _, node_of, socket_of = self.topology.ids()
-        full, socket_free = self._full_cores(filter_exclusive)
-        groups = self._grouped_cores(full, node_of)
+        filtering = filter_exclusive and self.exclusive_policy == NUMA_NODE_LEVEL and self.exclusive_nodes
+        if self.max_ref_count > 1 or filtering:
+            full, socket_free = self._full_cores(filter_exclusive)
+            groups = self._grouped_cores(full, node_of)
+        else:
+            groups, socket_free = self._whole_free_cores()
         most = self.most_allocated
 
         def key(node: int) -> tuple[int, int, int]:
