@@ -406,8 +406,8 @@ class KoordletAgent:
         self.stop()
 
     def run_once(self) -> RoundReport:
-        """One complete round: a baseline collection, one collect interval later a second one, then every
-        strategy once and the NodeMetric report. The report merges both collections' errors."""
+        """One complete round: a baseline collection, one collect interval later a second one, the
+        NodeResourceTopology report, then every strategy once and the NodeMetric report. The report merges both collections' errors."""
         self.start(watch=False)
         begin = self.clock.now()
         baseline = self.collector.collect(self._state, begin)
@@ -420,6 +420,8 @@ class KoordletAgent:
             report.errors.extend(self.informer.errors)
         report.collected = self.collector.collect(self._state, now)
         report.errors.extend(e for e in report.collected.errors if e not in report.errors)
+        if self.options.report_node_topology and self.cluster is not None:
+            report.node_topology = self._report_topology(report)
         for strategy in self.strategies:
             self._run_strategy(strategy, now, report)
         if self.options.report_node_metric and self.cluster is not None:

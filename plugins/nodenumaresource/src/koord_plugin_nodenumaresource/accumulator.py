@@ -328,12 +328,13 @@ class _Accumulator:
         for cpu in free:
             socket = socket_of[cpu]
             socket_free[socket] = socket_free.get(socket, 0) + 1
+        keys = free.keys()
         groups: dict[int, list[int]] = {}
         for node, cores in self.topology.cores_by_node().items():
             listed: list[int] = []
-            for _, cpus in cores:
+            for members, cpus in cores:
                 if len(cpus) == width:
-                    if all(c in free for c in cpus):
+                    if keys >= members:
                         listed.extend(cpus)
                 else:  # an uneven core (CPUs offline): whole means as many free CPUs as a core has
                     here = [c for c in cpus if c in free]

@@ -239,7 +239,7 @@ class NodeNUMAResource(
 
     # --- informer events ------------------------------------------------------------------------------
     def _on_nrt(self, obj: Mapping[str, Any]) -> None:
-        options = topology_options_from_nrt(obj)
+        options = topology_options_from_nrt(obj, self.topologies.shared_topologies)
         if options.error:
             log.warning("NodeNUMAResource: %s", options.error)
         name = str((obj.get("metadata") or {}).get("name") or "")

@@ -40,19 +40,21 @@ class CPUTopology:
     _cpus_in_node: dict[int, frozenset[int]] | None = field(default=None, repr=False)
     _cpus_in_socket: dict[int, frozenset[int]] | None = field(default=None, repr=False)
     _ids: tuple[dict[int, int], dict[int, int], dict[int, int]] | None = field(default=None, repr=False)
-    _cores: dict[int, list[tuple[int, tuple[int, ...]]]] | None = field(default=None, repr=False)
+    _cores: dict[int, list[tuple[frozenset[int], tuple[int, ...]]]] | None = field(default=None, repr=False)
 
-    def cores_by_node(self) -> dict[int, list[tuple[int, tuple[int, ...]]]]:
-        """NUMA node -> its cores in id order, each with its CPUs in id order (built once)."""
+    def cores_by_node(self) -> dict[int, list[tuple[frozenset[int], tuple[int, ...]]]]:
+        """NUMA node -> its cores in id order, each as (its CPUs as a set, its CPUs in id order); built
+        once."""
         if self._cores is None:
             cpus_of: dict[int, list[int]] = {}
             node_of: dict[int, int] = {}
             for info in self.details.values():
                 cpus_of.setdefault(info.core, []).append(info.cpu)
                 node_of[info.core] = info.node
-            grouped: dict[int, list[tuple[int, tuple[int, ...]]]] = {}
+            grouped: dict[int, list[tuple[frozenset[int], tuple[int, ...]]]] = {}
             for core in sorted(cpus_of):
-                grouped.setdefault(node_of[core], []).append((core, tuple(sorted(cpus_of[core]))))
+                cpus = tuple(sorted(cpus_of[core]))
+                grouped.setdefault(node_of[core], []).append((frozenset(cpus), cpus))
             self._cores = grouped
         return self._cores
 

@@ -132,14 +132,27 @@ def _zones(nrt: Mapping[str, Any], owner: str) -> list[tuple[int, dict[str, int]
     return out
 
 
-def topology_options_from_nrt(nrt: Mapping[str, Any]) -> TopologyOptions:
-    """``NewTopologyOptions``: read one NRT manifest."""
+def topology_options_from_nrt(
+    nrt: Mapping[str, Any], shared: dict[str, CPUTopology] | None = None
+) -> TopologyOptions:
+    """``NewTopologyOptions``: read one NRT manifest.
+
+    ``shared`` maps cpu-topology annotation texts to topologies already built: nodes of one machine type
+    then share one ``CPUTopology`` (never modified once built), with its lazily built indexes, instead of
+    a thousand copies."""
     meta = nrt.get("metadata") or {}
     owner = f"NodeResourceTopology {meta.get('name') or ''}"
     annotations: Mapping[str, str] = meta.get("annotations") or {}
     options = TopologyOptions()
     try:
-        topology = _topology(annotations, owner)
+        raw = annotations.get(ANNOTATION_CPU_TOPOLOGY)
+        topology = shared.get(raw) if shared is not None and raw is not None else None
+        if topology is None:
+            topology = _topology(annotations, owner)
+            if shared is not None and raw is not None and topology.is_valid:
+                if len(shared) >= 256:
+                    shared.clear()
+                shared[raw] = topology
         kubelet = kubelet_cpu_manager_policy(annotations, owner)
         reserved = set(_kubelet_pod_cpus(annotations, owner)) | kubelet.reserved_cpus
         node_reservation = _object(annotations, ANNOTATION_NODE_RESERVATION, owner)
@@ -185,6 +198,8 @@ class TopologyOptionsManager:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._by_node: dict[str, TopologyOptions] = {}
+        self.shared_topologies: dict[str, CPUTopology] = {}
+        """Topologies by cpu-topology annotation text (see ``topology_options_from_nrt``)."""
         self.version = 0
         """Bumped on every change, so per-node caches know when to look again."""
 
