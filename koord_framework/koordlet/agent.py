@@ -407,7 +407,8 @@ class KoordletAgent:
 
     def run_once(self) -> RoundReport:
         """One complete round: a baseline collection, one collect interval later a second one, the
-        NodeResourceTopology report, then every strategy once and the NodeMetric report. The report merges both collections' errors."""
+        NodeResourceTopology report, then every strategy once and the NodeMetric report. The report merges
+        both collections' errors."""
         self.start(watch=False)
         begin = self.clock.now()
         baseline = self.collector.collect(self._state, begin)
