@@ -70,8 +70,7 @@ def test_koordlet_reports_the_topology_and_the_scheduler_pins_cpus(
             namespace,
             cpu="2",
             memory="1Gi",
-            labels={"koordinator.sh/qosClass": "LSR"},
-            priority=9000,
+            labels={"koordinator.sh/qosClass": "LSR"},  # an LSR pod is prod by default (no PriorityClass)
             scheduler_name="koord-scheduler",
         )
     )
