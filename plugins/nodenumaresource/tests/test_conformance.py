@@ -6,10 +6,12 @@ from __future__ import annotations
 import random
 from typing import Any, ClassVar
 
+import pytest
 from koord_plugin_nodenumaresource.plugin import NodeNUMAResource
 from koord_plugin_nodenumaresource.testing import lsr_pod, node, nrt
 
 from koord_framework.testing.conformance import SchedulerPluginConformance
+from koord_framework.testing.scheduler import SchedulerHarness
 
 
 def numa_cluster(rng: random.Random) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -76,3 +78,16 @@ class TestConformance(SchedulerPluginConformance):
 
     def make_objects(self, rng: random.Random) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         return numa_cluster(rng)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_vector_forms_agree_while_pods_are_pinned(seed: int) -> None:
+    """As pods are placed (cpusets taken, NUMA resources used), the vectorised forms keep agreeing."""
+    rng = random.Random(100 + seed)
+    harness = SchedulerHarness([NodeNUMAResource])
+    objects, pending = numa_cluster(rng)
+    harness.add(*objects)
+    for pod in pending:
+        harness.schedule_one(pod)
+        for probe in pending[:3]:
+            harness.check_vector_forms(probe, NodeNUMAResource.name)
