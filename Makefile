@@ -54,6 +54,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/descheduler_round.py
 	$(BIN)/python bench/koordlet_agent.py --seconds 60
 	$(BIN)/python bench/resctrl.py
+	$(BIN)/python bench/numa.py
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info plugins/*/build plugins/*/src/*.egg-info

@@ -30,9 +30,15 @@ ORDER = ("basic", "spread", "antiaffinity", "colocation-1k", "colocation-20k", "
 
 
 def all_workloads() -> dict[str, Workload]:
-    from bench import colocation, reservation, rss, scheduler_perf
+    from bench import colocation, numa, reservation, rss, scheduler_perf
 
-    return {**scheduler_perf.WORKLOADS, **colocation.WORKLOADS, **rss.WORKLOADS, **reservation.WORKLOADS}
+    return {
+        **scheduler_perf.WORKLOADS,
+        **colocation.WORKLOADS,
+        **rss.WORKLOADS,
+        **reservation.WORKLOADS,
+        **numa.WORKLOADS,
+    }
 
 
 def _stderr(msg: str) -> None:

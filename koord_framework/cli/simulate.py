@@ -114,6 +114,11 @@ def render_table(result: SimulationResult, *, explain: bool = False) -> str:
             f"{cut(p.pod, pod_w):<{pod_w}} {p.status:<{status_w}} {cut(p.node or '-', node_w):<{node_w}} "
             f"{cut(p.message, msg_w)}".rstrip()
         )
+        if explain:
+            # What PreBind wrote (a cpuset and its NUMA nodes, device allocations, ...), one line each.
+            lines.extend(f"    {key}: {value}" for key, value in sorted(p.annotations.items()))
+            if p.node is None and p.filter:
+                lines.extend(_rejections(p.filter))
     if result.reservations:
         lines.append("")
         lines.extend(_reservation_lines(result))
@@ -150,6 +155,18 @@ def _reservation_lines(result: SimulationResult) -> list[str]:
             f"{cut(tail, rest_w)}".rstrip()
         )
     return lines
+
+
+def _rejections(filtered: dict[str, dict[str, str]]) -> list[str]:
+    """One line per distinct (plugin, reason) of an unschedulable pod, with the nodes that gave it."""
+    by_reason: dict[tuple[str, str], list[str]] = {}
+    for node, verdict in filtered.items():
+        by_reason.setdefault((verdict.get("plugin", ""), verdict.get("reason", "")), []).append(node)
+    out = []
+    for (plugin, reason), nodes in sorted(by_reason.items(), key=lambda item: -len(item[1])):
+        shown = ", ".join(nodes[:3]) + (f" (+{len(nodes) - 3})" if len(nodes) > 3 else "")
+        out.append(f"    {plugin or '-'} on {shown}: {reason}")
+    return out
 
 
 def _usage(requested: str, allocatable: str, node: Any, resource: str) -> str:

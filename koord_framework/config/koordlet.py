@@ -38,8 +38,10 @@ class HostPaths(ConfigModel):
     proc_root: str = "/proc"
     cgroup_root: str = "/sys/fs/cgroup"
     resctrl_root: str = "/sys/fs/resctrl"
+    var_lib_kubelet_root: str = "/var/lib/kubelet"
+    """kubelet's root dir, where its ``cpu_manager_state`` checkpoint is (``--var-lib-kubelet-root-dir``)."""
 
-    @field_validator("proc_root", "cgroup_root", "resctrl_root")
+    @field_validator("proc_root", "cgroup_root", "resctrl_root", "var_lib_kubelet_root")
     @classmethod
     def _absolute(cls, v: str) -> str:
         if not v.startswith("/"):

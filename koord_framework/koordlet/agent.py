@@ -34,6 +34,7 @@ from koord_framework.config.koordlet import KoordletConfiguration
 from koord_framework.config.loader import LoadedKoordletConfig
 from koord_framework.errors import KoordError, Problem, ValidationError
 from koord_framework.koordlet.cgroups import CgroupDriver, CgroupLayout, CgroupVersion
+from koord_framework.koordlet.cpuset import CPUSetError
 from koord_framework.koordlet.eviction import EvictionRecord, Evictor
 from koord_framework.koordlet.executor import AuditRecord, ResourceExecutor
 from koord_framework.koordlet.hostpaths import HostPaths
@@ -42,7 +43,8 @@ from koord_framework.koordlet.metrics.collector import NODE_CPU_INFO_KEY, Collec
 from koord_framework.koordlet.metrics.reporter import NodeMetricReporter
 from koord_framework.koordlet.qos import Decision, QOSContext, QOSStrategy
 from koord_framework.koordlet.states import NodeState, StatesInformer
-from koord_framework.koordlet.system import HostReadError, read_node_cpu_info
+from koord_framework.koordlet.system import HostReadError, NodeCPUInfo, read_node_cpu_info
+from koord_framework.koordlet.topology import KubeletCPUConfig, NodeTopologyReporter
 from koord_framework.plugin import PluginArgs
 from koord_framework.registry import PluginRegistry
 
@@ -82,6 +84,12 @@ class AgentOptions:
     dry_run_eviction: bool = False
     prediction_cold_start_seconds: float = 86400.0
     prediction_safety_margin_percent: int = 10
+    report_node_topology: bool = True
+    """Create and update the node's NodeResourceTopology (Koordinator's ``NodeTopologyReport`` gate, on)."""
+    node_topology_sync_interval_seconds: float = 3.0
+    """Seconds between two NodeResourceTopology reports (``--node-topology-sync-interval``)."""
+    kubelet: KubeletCPUConfig = field(default_factory=KubeletCPUConfig)
+    """kubelet's CPU and topology manager settings for the NRT (Koordinator reads kubelet's configz)."""
 
     @classmethod
     def from_config(cls, cfg: KoordletConfiguration, **overrides: Any) -> AgentOptions:
@@ -105,7 +113,11 @@ def host_paths_from_config(cfg: KoordletConfiguration, root: str | None = None) 
 
     resctrl = under(hp.resctrl_root)
     return HostPaths(
-        proc=under(hp.proc_root), cgroup=under(hp.cgroup_root), sys=resctrl.parent.parent, resctrl=resctrl
+        proc=under(hp.proc_root),
+        cgroup=under(hp.cgroup_root),
+        sys=resctrl.parent.parent,
+        resctrl=resctrl,
+        kubelet_root=under(hp.var_lib_kubelet_root),
     )
 
 
@@ -132,6 +144,8 @@ class RoundReport:
     writes: list[AuditRecord] = field(default_factory=list)
     evictions: list[EvictionRecord] = field(default_factory=list)
     node_metric: dict[str, Any] | None = None
+    node_topology: dict[str, Any] | None = None
+    """The NodeResourceTopology written this step (None: unchanged, or not due)."""
     errors: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
@@ -197,6 +211,7 @@ class KoordletAgent:
             default_report_interval_seconds=cfg.report_interval_seconds,
         )
         self.informer = StatesInformer(cluster, node_name, self.layout) if cluster is not None else None
+        self.topology_reporter = NodeTopologyReporter(host, cfg.kubelet)
         self._state = NodeState(node_name)
         self.context = QOSContext(
             node_name=node_name,
@@ -307,6 +322,9 @@ class KoordletAgent:
         for strategy in self.strategies:
             if self._due_now(f"qos/{strategy.name}", now, strategy.interval_seconds):
                 self._run_strategy(strategy, now, report)
+        topology_due = cfg.report_node_topology and self.cluster is not None
+        if topology_due and self._due_now("topology", now, cfg.node_topology_sync_interval_seconds):
+            report.node_topology = self._report_topology(report)
         if cfg.report_node_metric and self.cluster is not None:
             policy = self.reporter.policy(self._state)
             if self._due_now("report", now, policy.report_interval_seconds):
@@ -334,6 +352,18 @@ class KoordletAgent:
             log.exception("QoS strategy %s failed", strategy.name)
             report.errors.append(f"{strategy.name}: {type(err).__name__}: {err}")
         self._tick_seconds.labels(strategy.name, status).observe(time.perf_counter() - started)
+
+    def _report_topology(self, report: RoundReport) -> dict[str, Any] | None:
+        """Create or update the node's NodeResourceTopology; None when unchanged or not possible yet."""
+        assert self.cluster is not None
+        cpu_info = self.metrics.get(NODE_CPU_INFO_KEY)
+        if not isinstance(cpu_info, NodeCPUInfo) or not cpu_info.processors or self._state.node is None:
+            return None  # as upstream: nothing to report before the CPU topology and the Node are known
+        try:
+            return self.topology_reporter.report(self.cluster, self._state, cpu_info)
+        except (KoordError, CPUSetError) as err:
+            report.errors.append(f"NodeResourceTopology report: {err}")
+            return None
 
     def _report(self, now: float, report: RoundReport) -> dict[str, Any] | None:
         assert self.cluster is not None
@@ -376,8 +406,9 @@ class KoordletAgent:
         self.stop()
 
     def run_once(self) -> RoundReport:
-        """One complete round: a baseline collection, one collect interval later a second one, then every
-        strategy once and the NodeMetric report. The report merges both collections' errors."""
+        """One complete round: a baseline collection, one collect interval later a second one, the
+        NodeResourceTopology report, then every strategy once and the NodeMetric report. The report merges
+        both collections' errors."""
         self.start(watch=False)
         begin = self.clock.now()
         baseline = self.collector.collect(self._state, begin)
@@ -390,6 +421,8 @@ class KoordletAgent:
             report.errors.extend(self.informer.errors)
         report.collected = self.collector.collect(self._state, now)
         report.errors.extend(e for e in report.collected.errors if e not in report.errors)
+        if self.options.report_node_topology and self.cluster is not None:
+            report.node_topology = self._report_topology(report)
         for strategy in self.strategies:
             self._run_strategy(strategy, now, report)
         if self.options.report_node_metric and self.cluster is not None:

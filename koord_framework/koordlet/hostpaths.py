@@ -15,7 +15,7 @@ from pathlib import Path
 
 @dataclass(frozen=True, slots=True)
 class HostPaths:
-    """The four roots. ``resctrl`` defaults to ``<sys>/fs/resctrl`` as the kernel mounts it."""
+    """The roots. ``resctrl`` defaults to ``<sys>/fs/resctrl`` as the kernel mounts it."""
 
     proc: Path
     """procfs root, ``/proc`` on a host: ``stat``, ``meminfo``, ``cpuinfo``, ``cmdline``."""
@@ -25,6 +25,8 @@ class HostPaths:
     """sysfs root, ``/sys``: CPU topology (``devices/system/cpu``), NUMA nodes (``devices/system/node``)."""
     resctrl: Path
     """resctrl mount, ``/sys/fs/resctrl``: ``info/L3/cbm_mask``, ``schemata``, group dirs with ``tasks``."""
+    kubelet_root: Path = Path("/var/lib/kubelet")
+    """kubelet's root dir, ``/var/lib/kubelet``: ``cpu_manager_state`` (``VarLibKubeletRootDir``)."""
 
     @classmethod
     def host(cls) -> HostPaths:
@@ -40,11 +42,18 @@ class HostPaths:
             cgroup=base / "sys" / "fs" / "cgroup",
             sys=base / "sys",
             resctrl=base / "sys" / "fs" / "resctrl",
+            kubelet_root=base / "var" / "lib" / "kubelet",
         )
 
     def with_cgroup(self, cgroup: str | Path) -> HostPaths:
         """The same host with the cgroup root moved (a private sub-hierarchy, a test tree)."""
-        return HostPaths(proc=self.proc, cgroup=Path(cgroup), sys=self.sys, resctrl=self.resctrl)
+        return HostPaths(
+            proc=self.proc,
+            cgroup=Path(cgroup),
+            sys=self.sys,
+            resctrl=self.resctrl,
+            kubelet_root=self.kubelet_root,
+        )
 
     # --- file paths -------------------------------------------------------------------------------------
     def proc_file(self, *parts: str) -> Path:
@@ -62,4 +71,5 @@ class HostPaths:
             "cgroup": str(self.cgroup),
             "sys": str(self.sys),
             "resctrl": str(self.resctrl),
+            "kubeletRoot": str(self.kubelet_root),
         }

@@ -109,6 +109,8 @@ class NodeState:
     node_slo: NodeSLO | None = None
     topology_annotations: Mapping[str, str] = field(default_factory=dict)
     """Annotations of the node's NodeResourceTopology (reservation, system-qos cpuset, kubelet policy)."""
+    has_topology: bool = False
+    """The node's NodeResourceTopology exists (koordlet creates it; strategies that need it wait for it)."""
     node_metric_spec: Mapping[str, Any] = field(default_factory=dict)
 
     def pod(self, uid: str) -> PodMeta | None:
@@ -171,6 +173,7 @@ def build_state(
         pods=tuple(sorted(metas, key=lambda m: (m.pod.namespace, m.pod.name))),
         node_slo=slo,
         topology_annotations=dict(topo_meta.get("annotations") or {}),
+        has_topology=topology is not None,
         node_metric_spec=dict((node_metric or {}).get("spec") or {}),
     )
 

@@ -24,6 +24,7 @@ from koord_framework.scheduler.interface import WaitingPod
 from koord_framework.scheduler.nodeinfo import NodeInfo
 from koord_framework.scheduler.status import Status
 from koord_framework.scheduler.table import NodeTable
+from koord_framework.scheduler.topologymanager import NUMATopologyHintProvider
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -143,3 +144,7 @@ class SchedulerHandle(ExtendedHandle):
         self, state: CycleState, pod: PodInfo, to_remove: PodInfo, node: NodeInfo
     ) -> Status:
         return self.framework.run_pre_filter_extension_remove_pod(state, pod, to_remove, node)
+
+    # --- NUMA topology manager ----------------------------------------------------------------------
+    def numa_topology_hint_providers(self) -> Sequence[NUMATopologyHintProvider]:
+        return [p for p in self.framework.plugins.values() if isinstance(p, NUMATopologyHintProvider)]

@@ -33,6 +33,7 @@ from koord_framework.scheduler.cycle_state import CycleState
 from koord_framework.scheduler.nodeinfo import NodeInfo
 from koord_framework.scheduler.status import Status
 from koord_framework.scheduler.table import BoolArray, Int64Array, NodeTable
+from koord_framework.scheduler.topologymanager import NUMATopologyHintProvider
 
 if TYPE_CHECKING:
     from koord_framework.cluster.informer import SharedInformer
@@ -149,6 +150,11 @@ class Handle(BaseHandle):
     def run_pre_filter_extension_remove_pod(
         self, state: CycleState, pod: PodInfo, to_remove: PodInfo, node: NodeInfo
     ) -> Status: ...
+
+    def numa_topology_hint_providers(self) -> Sequence[NUMATopologyHintProvider]:
+        """The profile's plugins that feed the NUMA topology manager, in profile order (Koordinator's
+        ``GetNUMATopologyHintProvider``). A handle without a profile has none."""
+        return ()
 
 
 # --- extension points -----------------------------------------------------------------------------

@@ -207,6 +207,11 @@ class FakeHostTree:
             d = node_root / f"node{node}"
             d.mkdir(parents=True, exist_ok=True)
             (d / "cpulist").write_text(format_cpuset(cpus) + "\n")
+            # The kernel's per-node meminfo; memory split evenly over the NUMA nodes.
+            kb = self.memory_total // 1024 // max(len({p.node for p in self.processors}), 1)
+            (d / "meminfo").write_text(
+                f"Node {node} MemTotal:       {kb} kB\nNode {node} MemFree:        {kb} kB\n"
+            )
 
     # --- cgroups -----------------------------------------------------------------------------------------
     def _init_cgroup_root(self) -> None:
@@ -553,8 +558,10 @@ class QOSHarness:
         pods: Sequence[Mapping[str, Any]] = (),
         node_slo: Mapping[str, Any] | None = None,
         topology_annotations: Mapping[str, str] | None = None,
+        has_topology: bool = True,
     ) -> NodeState:
-        """Replace the snapshot strategies see. ``node_slo`` is a NodeSLO *spec* (or a whole NodeSLO)."""
+        """Replace the snapshot strategies see. ``node_slo`` is a NodeSLO *spec* (or a whole NodeSLO);
+        ``has_topology=False`` leaves the node without a NodeResourceTopology."""
         if self.create_cgroups:
             for pod in pods:
                 if (pod.get("metadata") or {}).get("uid"):
@@ -564,7 +571,11 @@ class QOSHarness:
             slo_obj = (
                 node_slo if "spec" in node_slo else {"metadata": {"name": self.node_name}, "spec": node_slo}
             )
-        topology = {"metadata": {"name": self.node_name, "annotations": dict(topology_annotations or {})}}
+        topology = (
+            {"metadata": {"name": self.node_name, "annotations": dict(topology_annotations or {})}}
+            if has_topology
+            else None
+        )
 
         def fail(what: str, err: Exception) -> None:
             raise err

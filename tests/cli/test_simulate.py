@@ -213,6 +213,22 @@ def test_explain_adds_filter_verdicts_and_scores(tmp_path: Path, capsys: pytest.
     assert doc["summary"]["unschedulable"] == 1
 
 
+def test_explain_table_shows_prebind_annotations_and_rejections(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Under each bound pod, what PreBind wrote (a cpuset, say); under a rejected one, each reason."""
+    cluster = write_cluster(tmp_path, big=True)
+    code, out, _ = run_on(capsys, cluster, "--explain", "--now", NOW)
+    assert code == 1
+    lines = out.splitlines()
+    web = next(i for i, line in enumerate(lines) if line.startswith("shop/web-0 "))
+    assert lines[web + 1].strip().startswith("example.com/placed-on: node-")
+    huge = next(i for i, line in enumerate(lines) if line.startswith("shop/huge "))
+    assert lines[huge + 1].strip() == "NodeResourcesFit on node-0, node-1, node-2: Insufficient cpu"
+    _, plain, _ = run_on(capsys, cluster, "--now", NOW)
+    assert "example.com/placed-on" not in plain
+
+
 def test_same_seed_same_placements(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     cluster = write_cluster(tmp_path, nodes=8)
     runs = []

@@ -169,3 +169,18 @@ def test_a_failed_write_is_reported_not_raised(
     monkeypatch.setattr(executor_module, "_os_write", real)
     strategy.tick(h.clock.now())
     assert tree.read("cpu.cfs_quota_us", be_dir) == "120000"
+
+
+def test_cpuset_policy_waits_for_the_node_resource_topology(koord_host_tree: HostFactory) -> None:
+    """As upstream: until koordlet has created the node's NRT, BE's cpuset is not narrowed nor recovered."""
+    tree = koord_host_tree(cpus=8)
+    be_dir = tree.layout.qos_dir(KubeQoS.BEST_EFFORT)
+    h = _harness(tree, "cpuset")
+    h.set_state(node=NODE, pods=[LS, BE], node_slo=slo("cpuset"), has_topology=False)
+    strategy = BECPUSuppress(BECPUSuppress.parse_args({}), h.context)
+    strategy.tick(h.clock.now())
+    assert tree.read("cpuset.cpus", be_dir) == "0-7"
+    assert any("waiting for the node's NodeResourceTopology" in d.summary for d in h.context.journal)
+    h.set_state(node=NODE, pods=[LS, BE], node_slo=slo("cpuset"))
+    strategy.tick(h.clock.now())
+    assert tree.read("cpuset.cpus", be_dir) == "0-1"

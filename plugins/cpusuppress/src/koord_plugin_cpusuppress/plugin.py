@@ -191,6 +191,11 @@ class BECPUSuppress(QOSStrategy):
     def adjust_by_cpuset(self, suppress_milli: int, cpu_info: NodeCPUInfo) -> list[int]:
         """Choose and write BE's CPUs for ``suppress_milli`` (``adjustByCPUSet``); returns the chosen CPUs."""
         ctx = self.context
+        if not ctx.state.has_topology:
+            # As upstream: without the node's NodeResourceTopology (koordlet creates it) the reserved and
+            # system-QoS CPUs are unknown, so BE's cpuset is left alone until it exists.
+            self.decide("cpuset: waiting for the node's NodeResourceTopology", suppressMilli=suppress_milli)
+            return []
         try:
             old = parse_cpuset_ordered(ctx.reader.read_cpuset_raw(self.be_dir))
         except (CgroupError, CPUSetError, ValueError) as err:
@@ -283,8 +288,8 @@ class BECPUSuppress(QOSStrategy):
     def recover_cpuset(self, *, max_depth: int) -> None:
         """Give BE cgroups down to ``max_depth`` (1 = pods, 2 = containers) the whole BE pool again."""
         cpu_info = self.context.cpu_info
-        if cpu_info is None:
-            return
+        if cpu_info is None or not self.context.state.has_topology:
+            return  # upstream's calcBECPUSet fails without the NodeResourceTopology: nothing is recovered
         cpus = self.be_recover_cpuset(cpu_info)
         if not cpus:
             return  # an empty cpuset would starve BE entirely; keep what is there

@@ -1,0 +1,1 @@
+"""Koordinator's NodeNUMAResource for koord: CPU pinning and NUMA-aware placement."""
