@@ -1,0 +1,1 @@
+"""Koordinator's ElasticQuota for koord: hierarchical min/max quotas that lend idle capacity."""
