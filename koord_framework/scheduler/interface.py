@@ -151,6 +151,34 @@ class Handle(BaseHandle):
     ) -> Status: ...
 
 
+# --- controllers -------------------------------------------------------------------------------------
+class BackgroundController(abc.ABC):
+    """Work a plugin runs in the scheduler process beside the scheduling cycles (Koordinator's
+    ``frameworkext.Controller``: quota status writers, revoke loops).
+
+    The live scheduler calls ``tick`` from its loop; simulations do not (they have no wall time to spend).
+    """
+
+    @abc.abstractmethod
+    def tick(self, now: float) -> float | None:
+        """Do what is due at ``now``; return when the controller next wants to run (None: not again)."""
+
+
+class ControllerProvider(abc.ABC):
+    """A plugin that runs controllers; the scheduler asks once, after constructing the plugin."""
+
+    @abc.abstractmethod
+    def new_controllers(self) -> list[BackgroundController]: ...
+
+
+class SimulationReporter(abc.ABC):
+    """A plugin with state worth showing after ``koord simulate`` (quota usage, ...): the JSON output gets
+    ``plugins.<name>`` = ``simulation_report()``."""
+
+    @abc.abstractmethod
+    def simulation_report(self) -> dict[str, object]: ...
+
+
 # --- extension points -----------------------------------------------------------------------------
 class SchedulerPlugin(Plugin):
     """Base of scheduler plugins: constructed once per profile with validated args and the handle."""
@@ -383,9 +411,11 @@ def implements(cls: type, point: str) -> bool:
 __all__ = [
     "EXTENSION_POINTS",
     "PROFILE_KEYS",
+    "BackgroundController",
     "BindPlugin",
     "BoolArray",
     "ClusterEvent",
+    "ControllerProvider",
     "CycleState",
     "EnqueueExtensions",
     "FilterPlugin",
@@ -409,6 +439,7 @@ __all__ = [
     "ReservePlugin",
     "SchedulerPlugin",
     "ScoreExtensions",
+    "SimulationReporter",
     "ScorePlugin",
     "Status",
     "VectorFilter",

@@ -52,7 +52,13 @@ from koord_framework.scheduler.framework import (
     narrowing_plugins,
 )
 from koord_framework.scheduler.handle import SchedulerHandle
-from koord_framework.scheduler.interface import ClusterEvent, QueuedPodInfo, WaitingPod
+from koord_framework.scheduler.interface import (
+    BackgroundController,
+    ClusterEvent,
+    ControllerProvider,
+    QueuedPodInfo,
+    WaitingPod,
+)
 from koord_framework.scheduler.metrics import SchedulerMetrics
 from koord_framework.scheduler.nodeinfo import NodeInfo
 from koord_framework.scheduler.queue import SchedulingQueue
@@ -465,6 +471,14 @@ class Scheduler:
             sort_key=sort_key if callable(sort_key) else None,
         )
         self.metrics.set_pending_source(self.queue.lengths)
+        self.controllers: list[BackgroundController] = [
+            c
+            for fw in self.frameworks.values()
+            for plugin in fw.plugins.values()
+            if isinstance(plugin, ControllerProvider)
+            for c in plugin.new_controllers()
+        ]
+        self._controller_due: list[float | None] = [0.0] * len(self.controllers)
 
     @classmethod
     def from_config(cls, cluster: ClusterPort, loaded: LoadedSchedulerConfig, **kwargs: Any) -> Scheduler:
@@ -1099,12 +1113,23 @@ class Scheduler:
         self._drain_bindings()
         return cycles
 
+    def tick_controllers(self) -> float | None:
+        """Run the plugins' controllers that are due; returns the earliest next due time."""
+        now = self.clock.now()
+        for i, controller in enumerate(self.controllers):
+            due = self._controller_due[i]
+            if due is not None and due <= now:
+                self._controller_due[i] = controller.tick(now)
+        pending = [d for d in self._controller_due if d is not None]
+        return min(pending) if pending else None
+
     def run(self, stop: threading.Event, *, poll: float = 0.5) -> None:
         """The live loop: schedule as pods come, until ``stop`` is set (bindings run asynchronously)."""
         self.start()
         last_flush = self.clock.now()
         while not stop.is_set() and not self._stopped:
             self.expire_permits()
+            self.tick_controllers()
             now = self.clock.now()
             if now - last_flush >= 30.0:
                 self.queue.flush_unschedulable_leftover()

@@ -23,6 +23,7 @@ from koord_framework.cluster.clock import VirtualClock
 from koord_framework.cluster.memory import MemoryCluster
 from koord_framework.config.loader import LoadedSchedulerConfig, load_scheduler_config
 from koord_framework.registry import PluginRegistry
+from koord_framework.scheduler.interface import SimulationReporter
 from koord_framework.scheduler.scheduler import PodOutcome, Scheduler
 
 SCHEDULED, UNSCHEDULABLE, WAITING = "Scheduled", "Unschedulable", "Waiting"
@@ -82,6 +83,8 @@ class SimulationResult:
     ignored: int = 0
     """Pending pods that name a scheduler no profile serves (left alone, as kube-scheduler leaves them)."""
     cycles: int = 0
+    plugins: dict[str, Any] = field(default_factory=dict)
+    """``SimulationReporter`` plugins' reports after the run, by plugin name."""
 
     def count(self, status: str) -> int:
         return sum(1 for p in self.pods if p.status == status)
@@ -102,11 +105,14 @@ class SimulationResult:
         }
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "pods": [p.to_dict() for p in self.pods],
             "summary": self.summary(),
             "nodes": [n.to_dict() for n in self.nodes],
         }
+        if self.plugins:
+            out["plugins"] = self.plugins
+        return out
 
 
 def simulate(
@@ -148,6 +154,10 @@ def simulate(
         sched.close()
     pods = _pod_reports(sched, [p.uid for p in ours], explain)
     result = SimulationResult(pods, _node_reports(sched), seconds, len(pending) - len(ours), cycles)
+    for fw in sched.frameworks.values():
+        for name, plugin in fw.plugins.items():
+            if isinstance(plugin, SimulationReporter):
+                result.plugins[name] = plugin.simulation_report()
     return result, cluster
 
 

@@ -212,7 +212,7 @@ class QuotaPreemption:
         if not candidates:
             return None, Status.unschedulable(
                 f"0/{len(nodes)} nodes are available: no lower-priority preemptible pods of the pod's quota "
-                "would make room."
+                "would make room"
             )
         best = min(
             candidates,
