@@ -30,8 +30,11 @@ class HookPluginConf(ConfigModel):
     """One quota hook plugin (Koordinator's ``HookPluginConf``)."""
 
     key: str
+    """Name of the hook instance."""
     factory_key: str
+    """Which registered hook factory builds it."""
     factory_args: dict[str, Any] | None = None
+    """Arguments for the factory."""
 
 
 class ElasticQuotaArgs(PluginArgs):

@@ -244,9 +244,11 @@ class QuotaControllers(BackgroundController):
         self._due: dict[str, float] = {}
 
     def _periods(self) -> dict[str, float]:
-        periods = {"status": STATUS_INTERVAL}
+        # Runtimes first, so that the status written in the same tick is current.
+        periods: dict[str, float] = {}
         if self.plugin.eq_args.enable_runtime_quota:
             periods["runtime"] = RUNTIME_INTERVAL
+        periods["status"] = STATUS_INTERVAL
         if self.revoke.enabled:
             periods["revoke"] = max(float(self.plugin.eq_args.revoke_pod_interval), 0.001)
         return periods
