@@ -230,6 +230,10 @@ class RuntimeQuotaCalculator:
         self.version += 1
 
     def set_cluster_total(self, total: Mapping[str, int]) -> None:
+        # Upstream bumps the version on every call (each refresh of a child sets its parent's total); the
+        # same total gives the same runtimes, so only a change invalidates them here.
+        if dict(total) == self.total:
+            return
         self.total = dict(total)
         self.version += 1
 

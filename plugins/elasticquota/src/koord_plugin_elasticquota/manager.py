@@ -532,15 +532,18 @@ class GroupQuotaManager:
             info = self.infos.get(new_name)
             if info is None:
                 return
+            same = old.requests == new.requests and is_pod_non_preemptible(old) == is_pod_non_preemptible(new)
             if new.key in info.pods:
                 info.pods[new.key].pod = new
-                self._update_pod_request(new_name, old, new)
+                if not same:  # a binding or a status change moves nothing
+                    self._update_pod_request(new_name, old, new)
             else:
                 self._cache_pod(new_name, new, True)
                 self._update_pod_request(new_name, None, new)
             if info.is_pod_assigned(new):
                 # As upstream, a pod that has finished keeps counting until it is deleted.
-                self._update_pod_used(new_name, old, new)
+                if not same:
+                    self._update_pod_used(new_name, old, new)
             elif new.node_name and not new.is_terminal:
                 self._set_assigned(new_name, new, True)
                 self._update_pod_used(new_name, None, new)

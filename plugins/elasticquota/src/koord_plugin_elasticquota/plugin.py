@@ -310,13 +310,13 @@ class ElasticQuota(
     def can_preempt(self, pod: PodInfo, victim: PodInfo) -> bool:
         """A victim must be preemptible, of lower priority and of the same quota (never of the default
         quota while ``disableDefaultQuotaPreemption``)."""
-        if is_pod_non_preemptible(victim):
+        if is_pod_non_preemptible(victim) or pod.priority_value <= victim.priority_value:
             return False
         pod_quota, _ = self.quota_of(pod)
         victim_quota, _ = self.quota_of(victim)
         if self.eq_args.disable_default_quota_preemption and victim_quota == DEFAULT_QUOTA_NAME:
             return False
-        return pod.priority_value > victim.priority_value and pod_quota == victim_quota
+        return pod_quota == victim_quota
 
     def post_filter(
         self, state: CycleState, pod: PodInfo, filtered: Mapping[str, Status]

@@ -200,12 +200,23 @@ class QuotaPreemption:
         nodes = handle.node_infos()
         if not nodes:
             return None, Status.as_error("no nodes available")
+        # Victims can only be pods of the pod's own quota: look there first, and only at their nodes.
+        hosts = self._victim_hosts(pod)
+        if not hosts:
+            return None, Status.unschedulable(
+                f"0/{len(nodes)} nodes are available: no lower-priority preemptible pods of the pod's quota "
+                "would make room"
+            )
         pdbs = _parse_pdbs(self._list("PodDisruptionBudget"))
         candidates: list[Candidate] = []
         for node in nodes:
+            if "" not in hosts and node.name not in hosts:
+                continue
             st = filtered.get(node.name)
             if (st is None and bool(filtered)) or (st is not None and st.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE):
                 continue
+            if not any(self.plugin.can_preempt(pod, p) for p in node.pods.values()):
+                continue  # no victim here: what select_victims_on_node concludes, without the clones
             victims, violations, st = self.select_victims_on_node(state.clone(), pod, node.clone(), pdbs)
             if st.is_success and victims:
                 candidates.append(Candidate(node.name, tuple(victims), violations))
@@ -227,6 +238,16 @@ class QuotaPreemption:
         if err is not None:
             return None, err
         return PostFilterResult(nominated_node=best.node), Status.success()
+
+    def _victim_hosts(self, pod: PodInfo) -> set[str]:
+        """Nodes of the assigned pods ``pod`` may preempt ("" for one reserved but not yet bound)."""
+        quotas = self.plugin.quotas
+        with quotas.lock:
+            name, tree = quotas.quota_and_tree(pod)
+            mgr = quotas.manager_for_tree(tree)
+            info = mgr.get_quota_info(name) if mgr is not None else None
+            assigned = info.assigned_pods() if info is not None else []
+        return {p.node_name for p in assigned if self.plugin.can_preempt(pod, p)}
 
     def _list(self, kind: str) -> list[dict[str, Any]]:
         try:

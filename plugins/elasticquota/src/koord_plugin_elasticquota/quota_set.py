@@ -15,12 +15,14 @@ from typing import Any
 
 from koord_framework.api.objects import NodeRecord, PodInfo
 from koord_framework.api.resources import is_zero, subtract
+from koord_framework.cluster.informer import rebound
 from koord_plugin_elasticquota.manager import GroupQuotaManager
 from koord_plugin_elasticquota.quota_object import (
     DEFAULT_QUOTA_NAME,
     ROOT_QUOTA_NAME,
     SYSTEM_QUOTA_NAME,
     ElasticQuotaSpec,
+    LABEL_QUOTA_NAME,
     QuotaObjectError,
     pod_quota_label,
 )
@@ -72,14 +74,16 @@ class QuotaSet:
     def quota_name(self, pod: PodInfo) -> str:
         """GetQuotaName: the pod's label; else a quota named like the pod's namespace (in that namespace);
         else a quota whose namespaces annotation lists it; else the default quota."""
-        name = pod_quota_label(pod)
-        if name:
-            return name
-        spec = self.specs.get(pod.namespace)
-        if spec is not None and spec.namespace == pod.namespace:
+        return self.quota_name_for(pod.namespace, pod_quota_label(pod))
+
+    def quota_name_for(self, namespace: str, label: str) -> str:
+        if label:
+            return label
+        spec = self.specs.get(namespace)
+        if spec is not None and spec.namespace == namespace:
             return spec.name
         for spec_name in sorted(self.specs):
-            if pod.namespace in self.specs[spec_name].namespaces:
+            if namespace in self.specs[spec_name].namespaces:
                 return spec_name
         return DEFAULT_QUOTA_NAME
 
@@ -221,9 +225,34 @@ class QuotaSet:
             if mgr is not None:
                 mgr.on_pod_add(name, pod)
 
+    def _cached(self, obj: Mapping[str, Any]) -> PodInfo | None:
+        """The record the manager holds for this pod manifest, if any."""
+        meta = obj.get("metadata") or {}
+        namespace = str(meta.get("namespace") or "default")
+        key = f"{namespace}/{meta.get('name') or ''}"
+        label = (meta.get("labels") or {}).get(LABEL_QUOTA_NAME, "")
+        name = label or self.quota_name_for(namespace, "")
+        info = self.manager_for_quota(name).get_quota_info(name)
+        if info is None:
+            info = self.default.get_quota_info(DEFAULT_QUOTA_NAME)
+        entry = info.pods.get(key) if info is not None else None
+        return entry.pod if entry is not None else None
+
     def on_pod_update(self, old_obj: Mapping[str, Any] | PodInfo, obj: Mapping[str, Any] | PodInfo) -> None:
-        old = old_obj if isinstance(old_obj, PodInfo) else PodInfo.from_manifest(old_obj)
-        new = obj if isinstance(obj, PodInfo) else PodInfo.from_manifest(obj)
+        new: PodInfo | None = obj if isinstance(obj, PodInfo) else None
+        old: PodInfo | None = old_obj if isinstance(old_obj, PodInfo) else None
+        if new is None and old is None and not isinstance(obj, PodInfo) and not isinstance(old_obj, PodInfo):
+            # A binding changes nothing the quota reads but the node: derive the record, do not re-parse.
+            with self.lock:
+                cached = self._cached(old_obj)
+            if cached is not None:
+                new = rebound(cached, dict(old_obj), dict(obj))
+                if new is not None:
+                    old = cached
+        if old is None:
+            old = old_obj if isinstance(old_obj, PodInfo) else PodInfo.from_manifest(old_obj)
+        if new is None:
+            new = obj if isinstance(obj, PodInfo) else PodInfo.from_manifest(obj)
         with self.lock:
             old_name, old_tree = self.quota_and_tree(old)
             new_name, new_tree = self.quota_and_tree(new)
