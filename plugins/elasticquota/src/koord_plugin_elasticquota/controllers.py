@@ -107,10 +107,17 @@ class QuotaStatusWriter:
         self.plugin = plugin
         self.writes = 0
 
+    def _objects(self) -> list[dict[str, Any]]:
+        try:
+            return self.plugin.handle.informer.list("ElasticQuota")
+        except ClusterError as err:
+            log.warning("cannot list ElasticQuotas: %s", err)
+            return []
+
     def refresh_runtimes(self) -> None:
         quotas = self.plugin.quotas
         with quotas.lock:
-            for obj in self.plugin.handle.informer.list("ElasticQuota"):
+            for obj in self._objects():
                 labels = (obj.get("metadata") or {}).get("labels") or {}
                 if labels.get(LABEL_QUOTA_IS_PARENT) == "true":
                     continue
@@ -120,7 +127,7 @@ class QuotaStatusWriter:
     def sync(self) -> None:
         quotas = self.plugin.quotas
         cluster = self.plugin.handle.cluster
-        for obj in self.plugin.handle.informer.list("ElasticQuota"):
+        for obj in self._objects():
             meta = obj.get("metadata") or {}
             name, ns = str(meta.get("name") or ""), str(meta.get("namespace") or "")
             with quotas.lock:
@@ -128,13 +135,21 @@ class QuotaStatusWriter:
             if summary is None:
                 continue
             annotations, used = status_patch(obj, summary)
+            if not annotations and used is None:
+                continue
+            # One merge patch of the object, as upstream: Koordinator's CRD has no status subresource, so
+            # status.used travels with the annotations. A cluster that keeps ElasticQuota status apart gets a
+            # status patch too.
+            patch: dict[str, Any] = {}
+            if annotations:
+                patch["metadata"] = {"annotations": annotations}
+            if used is not None:
+                patch["status"] = {"used": used}
             try:
-                if annotations:
-                    cluster.patch("ElasticQuota", name, ns, {"metadata": {"annotations": annotations}})
-                    self.writes += 1
-                if used is not None:
+                stored = cluster.patch("ElasticQuota", name, ns, patch)
+                self.writes += 1
+                if used is not None and (stored.get("status") or {}).get("used") != used:
                     cluster.patch("ElasticQuota", name, ns, {"status": {"used": used}}, status=True)
-                    self.writes += 1
             except NotFoundError:
                 continue
             except ClusterError as err:

@@ -132,10 +132,14 @@ class ElasticQuota(
         informer = handle.informer
         # Start from the whole list at once (upstream's ReplaceQuotas): a child listed before its parent
         # must still be charged to it. The adds the informer replays next change nothing.
-        self.quotas.replace_quotas(informer.list("ElasticQuota"))
-        informer.add_handler(
-            "ElasticQuota", self.quotas.on_quota_add, self.quotas.on_quota_update, self.quotas.on_quota_delete
-        )
+        try:
+            self.quotas.replace_quotas(informer.list("ElasticQuota"))
+            informer.add_handler(
+                "ElasticQuota", self.quotas.on_quota_add, self.quotas.on_quota_update, self.quotas.on_quota_delete
+            )
+        except ClusterError as err:
+            # No ElasticQuota CRD: every pod is charged to the default quota (visible in the log).
+            log.warning("ElasticQuota objects cannot be read (%s): every pod uses the default quota", err)
         informer.add_handler(
             "Node", self.quotas.on_node_add, self.quotas.on_node_update, self.quotas.on_node_delete
         )
