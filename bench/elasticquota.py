@@ -79,7 +79,9 @@ def quota(name: str, min_cpu: int, max_cpu: int, parent: str = "", is_parent: bo
     }
 
 
-def scenario(nodes: int, pods: int, waves: int, seed: int = 0) -> tuple[list[Obj], list[list[Obj]], dict[str, int]]:
+def scenario(
+    nodes: int, pods: int, waves: int, seed: int = 0
+) -> tuple[list[Obj], list[list[Obj]], dict[str, int]]:
     """(set-up objects, the pod waves, each team's demand in milli-cores)."""
     rng = random.Random(seed)
     total_cpu = nodes * NODE_CPU
@@ -119,7 +121,9 @@ def scenario(nodes: int, pods: int, waves: int, seed: int = 0) -> tuple[list[Obj
     return setup, [all_pods[i : i + size] for i in range(0, len(all_pods), size)], demand
 
 
-def run_once(profile: str, setup: list[Obj], waves: list[list[Obj]], *, quotas: bool) -> tuple[dict[str, Any], Scheduler]:
+def run_once(
+    profile: str, setup: list[Obj], waves: list[list[Obj]], *, quotas: bool
+) -> tuple[dict[str, Any], Scheduler]:
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
         f.write(profile)
     config = load_scheduler_config(Path(f.name))
@@ -181,18 +185,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--nodes", type=int, default=1000)
     ap.add_argument("--pods", type=int, default=15000)
     ap.add_argument("--waves", type=int, default=5)
-    ap.add_argument("--out", type=Path, default=Path(__file__).resolve().with_name("results") / "elasticquota.json")
+    ap.add_argument(
+        "--out", type=Path, default=Path(__file__).resolve().with_name("results") / "elasticquota.json"
+    )
     args = ap.parse_args(argv)
     setup, waves, demand = scenario(args.nodes, args.pods, args.waves)
-    print(f"elasticquota: {args.nodes} nodes, {ORGS * (TEAMS + 1)} quotas, {args.pods} pods in {len(waves)} waves", file=sys.stderr)
+    print(
+        f"elasticquota: {args.nodes} nodes, {ORGS * (TEAMS + 1)} quotas, {args.pods} pods"
+        f" in {len(waves)} waves",
+        file=sys.stderr,
+    )
     with_q, sched = run_once(QUOTA_PROFILE, setup, waves, quotas=True)
     print(f"  with quotas:    {with_q['bound']} bound, {with_q['podsPerSecond']} pods/s", file=sys.stderr)
     without, plain = run_once(DEFAULT_PROFILE, setup, waves, quotas=False)
     print(f"  without quotas: {without['bound']} bound, {without['podsPerSecond']} pods/s", file=sys.stderr)
     total_cpu = args.nodes * NODE_CPU * 1000
-    used_cpu = sum(
-        sum(p.requests.get("cpu", 0) for p in ni.pods.values()) for ni in sched.snapshot.node_list
-    )
+    used_cpu = sum(sum(p.requests.get("cpu", 0) for p in ni.pods.values()) for ni in sched.snapshot.node_list)
     # The ratio is taken on CPU time: on a shared machine wall time mostly measures the neighbours.
     ratio = with_q["podsPerCpuSecond"] / without["podsPerCpuSecond"] if without["podsPerCpuSecond"] else 0.0
     fair = fairness(sched, demand)
@@ -221,7 +229,8 @@ def main(argv: list[str] | None = None) -> int:
     json.dump(report, sys.stdout, indent=2)
     sys.stdout.write("\n")
     print(
-        f"elasticquota: {with_q['podsPerSecond']} pods/s ({with_q['podsPerCpuSecond']} per cpu-s) with quotas vs "
+        f"elasticquota: {with_q['podsPerSecond']} pods/s ({with_q['podsPerCpuSecond']} per cpu-s)"
+        " with quotas vs "
         f"{without['podsPerSecond']} ({without['podsPerCpuSecond']}) without "
         f"(ratio {ratio:.2f}); utilisation {report['utilisation']['withQuotas']:.1%}; "
         f"{fair['quotasAtFairShare']}/{ORGS * TEAMS} teams at their fair share "

@@ -1,5 +1,5 @@
-"""ElasticQuota on a real kube-apiserver: ``koord scheduler`` with the shipped profile admits a quota's pods up
-to its runtime, the next pod waits, and a freed pod lets it in; the status writer publishes the runtime."""
+"""ElasticQuota on a real kube-apiserver: ``koord scheduler`` with the shipped profile admits a quota's pods
+up to its runtime, the next pod waits, and a freed pod lets it in; the status writer publishes the runtime."""
 
 from __future__ import annotations
 
@@ -113,16 +113,22 @@ def test_quota_admits_up_to_runtime_then_a_freed_pod_lets_the_next_in(
             "spec": {"max": {"cpu": "2", "memory": "4Gi"}, "min": {"cpu": "1", "memory": "1Gi"}},
         }
     )
-    scheduler = Scheduler(tmp_path, shipped_config(tmp_path, f"q-{namespace}"), kube_apiserver.kubeconfig, e2e_harness)
+    scheduler = Scheduler(
+        tmp_path, shipped_config(tmp_path, f"q-{namespace}"), kube_apiserver.kubeconfig, e2e_harness
+    )
     started.append(scheduler)
     wait_for(scheduler.ready, 60, "scheduler ready")
 
     def pod(name: str) -> dict[str, Any]:
-        return make_pod(name, namespace, cpu="1", memory="256Mi", labels={LABEL: quota}, scheduler_name="koord-scheduler")
+        return make_pod(
+            name, namespace, cpu="1", memory="256Mi", labels={LABEL: quota}, scheduler_name="koord-scheduler"
+        )
 
     kube.create(pod("p0"))
     kube.create(pod("p1"))
-    wait_for(lambda: bool(node_of(kube, namespace, "p0") and node_of(kube, namespace, "p1")), 60, "p0, p1 bound")
+    wait_for(
+        lambda: bool(node_of(kube, namespace, "p0") and node_of(kube, namespace, "p1")), 60, "p0, p1 bound"
+    )
     kube.create(pod("p2"))
     time.sleep(3)
     assert node_of(kube, namespace, "p2") == "", "the third pod must wait: the quota's runtime is 2 cores"

@@ -50,7 +50,9 @@ def quota_cluster(rng: random.Random) -> tuple[list[dict[str, Any]], list[dict[s
         labels = {LABEL: rng.choice([*names, "nope"])} if rng.random() < 0.9 else {}
         if rng.random() < 0.1:
             labels["quota.scheduling.koordinator.sh/preemptible"] = "false"
-        pending.append(make_pod(f"w{i}", cpu=str(rng.randint(1, 3)), priority=rng.choice([0, 10, 100]), labels=labels))
+        pending.append(
+            make_pod(f"w{i}", cpu=str(rng.randint(1, 3)), priority=rng.choice([0, 10, 100]), labels=labels)
+        )
     return objects, pending, names
 
 
@@ -86,7 +88,9 @@ def test_random_trees_never_exceed_max_and_used_matches_bound_pods(seed: int) ->
         if pod["spec"].get("nodeName"):
             q = pod["metadata"].get("labels", {}).get(LABEL, "")
             q = q if q in names else "koordinator-default-quota"
-            by_quota[q] = by_quota.get(q, 0) + int(pod["spec"]["containers"][0]["resources"]["requests"]["cpu"]) * 1000
+            by_quota[q] = (
+                by_quota.get(q, 0) + int(pod["spec"]["containers"][0]["resources"]["requests"]["cpu"]) * 1000
+            )
     mgr = plugin.quotas.default
     for name in names:
         info = mgr.get_quota_info(name)

@@ -53,7 +53,10 @@ def test_status_writer_writes_annotations_and_used_once() -> None:
 
 
 def test_status_patch_ignores_zeros() -> None:
-    obj = {"metadata": {"annotations": {"quota.scheduling.koordinator.sh/runtime": '{"cpu":"0"}'}}, "status": {}}
+    obj = {
+        "metadata": {"annotations": {"quota.scheduling.koordinator.sh/runtime": '{"cpu":"0"}'}},
+        "status": {},
+    }
     summary = {
         "runtime": {},
         "request": {"cpu": 0},
@@ -73,7 +76,15 @@ def over_used_cluster(args: dict[str, Any]) -> tuple[SchedulerHarness, ElasticQu
     h.add(eq("a", "8", "2"), eq("b", "8", "6"))
     for i, prio in enumerate((1, 5, 9)):
         h.add(make_pod(f"a{i}", cpu="2", node="n1", priority=prio, labels={LABEL: "a"}))
-    h.add(make_pod("a-np", cpu="1", node="n1", priority=0, labels={LABEL: "a", "quota.scheduling.koordinator.sh/preemptible": "false"}))
+    h.add(
+        make_pod(
+            "a-np",
+            cpu="1",
+            node="n1",
+            priority=0,
+            labels={LABEL: "a", "quota.scheduling.koordinator.sh/preemptible": "false"},
+        )
+    )
     h.add(make_pod("b0", cpu="6", labels={LABEL: "b"}))
     p.quotas.default.refresh_runtime("a")
     return h, p

@@ -63,7 +63,12 @@ def test_redistribution_case2_zero_weight_gets_only_its_min() -> None:
     tree.insert("node3", 50, 40, 20, 0, True)
     tree.insert("node4", 0, 70, 15, 0, True)
     tree.redistribution(100)
-    assert {n: v.runtime for n, v in tree.nodes.items()} == {"node1": 5, "node2": 20, "node3": 40, "node4": 15}
+    assert {n: v.runtime for n, v in tree.nodes.items()} == {
+        "node1": 5,
+        "node2": 20,
+        "node3": 40,
+        "node4": 15,
+    }
 
 
 def test_integer_distribution_loses_nothing() -> None:
@@ -168,8 +173,12 @@ def test_multi_child_max_greater_than_parent_max() -> None:
 def test_shared_weight_annotation_decides_the_split_and_defaults_to_max() -> None:
     mgr = GroupQuotaManager(scale_min_enabled=False)
     mgr.update_cluster_total_resource(res(100, 100 * GI))
-    mgr.update_quota(quota("a", ROOT_QUOTA_NAME, res(100, 100 * GI), res(0, 0), weight='{"cpu": 3, "memory": 1}'))
-    mgr.update_quota(quota("b", ROOT_QUOTA_NAME, res(100, 100 * GI), res(0, 0), weight='{"cpu": 1, "memory": 1}'))
+    mgr.update_quota(
+        quota("a", ROOT_QUOTA_NAME, res(100, 100 * GI), res(0, 0), weight='{"cpu": 3, "memory": 1}')
+    )
+    mgr.update_quota(
+        quota("b", ROOT_QUOTA_NAME, res(100, 100 * GI), res(0, 0), weight='{"cpu": 1, "memory": 1}')
+    )
     mgr.update_quota(quota("c", ROOT_QUOTA_NAME, res(100, 100 * GI), res(0, 0), weight="not json"))
     info = mgr.get_quota_info("c")
     assert info is not None and info.calc.shared_weight == res(100, 100 * GI)
@@ -211,7 +220,9 @@ def test_pods_request_used_reserve_unreserve_and_delete() -> None:
 def test_request_is_masked_to_the_quota_max_names() -> None:
     mgr = GroupQuotaManager()
     mgr.update_quota({"metadata": {"name": "q"}, "spec": {"max": {"cpu": "10"}}})
-    mgr.on_pod_add("q", PodInfo.from_manifest(make_pod("a", cpu="1", memory="1Gi", requests={"nvidia.com/gpu": 1})))
+    mgr.on_pod_add(
+        "q", PodInfo.from_manifest(make_pod("a", cpu="1", memory="1Gi", requests={"nvidia.com/gpu": 1}))
+    )
     info = mgr.get_quota_info("q")
     assert info is not None and info.calc.request == {"cpu": 1000}
 
@@ -276,8 +287,10 @@ def test_scale_min_update_remove_and_disabled_children() -> None:
 # --- bad input -------------------------------------------------------------------------------------
 def test_malformed_quantities_name_the_quota_and_field() -> None:
     with pytest.raises(QuotaObjectError, match=r"ElasticQuota ns/q: spec.max.cpu"):
-        ElasticQuotaSpec.from_manifest({"metadata": {"name": "q", "namespace": "ns"}, "spec": {"max": {"cpu": "x"}}})
-    with pytest.raises(QuotaObjectError, match="without metadata.name"):
+        ElasticQuotaSpec.from_manifest(
+            {"metadata": {"name": "q", "namespace": "ns"}, "spec": {"max": {"cpu": "x"}}}
+        )
+    with pytest.raises(QuotaObjectError, match=r"without metadata\.name"):
         ElasticQuotaSpec.from_manifest({"metadata": {}, "spec": {}})
 
 

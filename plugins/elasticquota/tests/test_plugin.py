@@ -36,7 +36,12 @@ def eq(
     return {
         "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
         "kind": "ElasticQuota",
-        "metadata": {"name": name, "namespace": namespace, "labels": labels, "annotations": annotations or {}},
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": labels,
+            "annotations": annotations or {},
+        },
         "spec": {"max": {"cpu": max_cpu, "memory": "1Ti"}, "min": {"cpu": min_cpu, "memory": "0"}},
     }
 
@@ -102,7 +107,9 @@ def test_unknown_quota_label_falls_back_to_the_default_quota() -> None:
 def test_namespace_named_quota_and_namespaces_annotation_map_pods() -> None:
     h = harness()
     h.add(eq("team-a", "8", "0", namespace="team-a"))
-    h.add(eq("shared", "8", "0", annotations={"quota.scheduling.koordinator.sh/namespaces": '["ns1", "ns2"]'}))
+    h.add(
+        eq("shared", "8", "0", annotations={"quota.scheduling.koordinator.sh/namespaces": '["ns1", "ns2"]'})
+    )
     p = plugin_of(h)
     assert p.quota_of(PodInfo.from_manifest(make_pod("x", namespace="team-a")))[0] == "team-a"
     assert p.quota_of(PodInfo.from_manifest(make_pod("x", namespace="ns2")))[0] == "shared"
@@ -131,7 +138,10 @@ def test_detached_quota_is_refused_with_a_clear_reason() -> None:
     h.add(eq("orphan", "8", "0", parent="missing"))
     r = h.schedule_one(qpod("o", "orphan", "1"))
     assert not r.scheduled
-    assert "ElasticQuota orphan is not attached to the quota tree: parent quota 'missing' does not exist" in r.message
+    assert (
+        "ElasticQuota orphan is not attached to the quota tree: parent quota 'missing' does not exist"
+        in r.message
+    )
 
 
 def test_preemption_stays_inside_the_quota() -> None:

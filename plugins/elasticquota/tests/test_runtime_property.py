@@ -44,7 +44,9 @@ def build(kids: list[Child]) -> tuple[QuotaTree, dict[str, tuple[int, int, int, 
 @given(kids=children, extra=st.integers(0, 30_000))
 def test_runtime_invariants(kids: list[Child], extra: int) -> None:
     tree, spec = build(kids)
-    floor = sum(min_ if (not lends or request > min_) else request for _, request, min_, _, lends in spec.values())
+    floor = sum(
+        min_ if (not lends or request > min_) else request for _, request, min_, _, lends in spec.values()
+    )
     total = floor + extra  # the mins fit
     tree.redistribution(total)
     runtime = {name: node.runtime for name, node in tree.nodes.items()}
@@ -69,7 +71,9 @@ def test_runtime_invariants(kids: list[Child], extra: int) -> None:
 
 @settings(max_examples=200, deadline=None)
 @given(kids=children, total=st.integers(0, 5_000))
-def test_runtime_is_never_below_min_of_request_and_min_even_when_mins_do_not_fit(kids: list[Child], total: int) -> None:
+def test_runtime_is_never_below_min_of_request_and_min_even_when_mins_do_not_fit(
+    kids: list[Child], total: int
+) -> None:
     tree, spec = build(kids)
     tree.redistribution(total)
     for name, (_, request, min_, _, _) in spec.items():

@@ -13,8 +13,13 @@ from koord_plugin_elasticquota.validation import validate_quota, validate_quotas
 from koord_framework.cli.main import main
 from koord_framework.testing import make_node, make_pod
 
+PARENT = "metadata.labels[quota.scheduling.koordinator.sh/parent]"
+IS_PARENT = "metadata.labels[quota.scheduling.koordinator.sh/is-parent]"
 
-def eq(name: str, max_: dict[str, str], min_: dict[str, str], parent: str = "", is_parent: bool = False) -> dict[str, Any]:
+
+def eq(
+    name: str, max_: dict[str, str], min_: dict[str, str], parent: str = "", is_parent: bool = False
+) -> dict[str, Any]:
     labels = {"quota.scheduling.koordinator.sh/is-parent": "true" if is_parent else "false"}
     if parent:
         labels["quota.scheduling.koordinator.sh/parent"] = parent
@@ -50,9 +55,9 @@ def test_min_greater_than_max_names_quota_and_field() -> None:
 
 def test_unknown_parent_and_parent_not_marked() -> None:
     out = messages([eq("a", {"cpu": "2"}, {}, parent="ghost"), eq("b", {"cpu": "2"}, {}, parent="a")])
-    assert "ElasticQuota a: metadata.labels[quota.scheduling.koordinator.sh/parent]: parent quota 'ghost' does not exist" in out
+    assert f"ElasticQuota a: {PARENT}: parent quota 'ghost' does not exist" in out
     assert (
-        "ElasticQuota b: metadata.labels[quota.scheduling.koordinator.sh/parent]: parent quota 'a' is not marked "
+        f"ElasticQuota b: {PARENT}: parent quota 'a' is not marked "
         "quota.scheduling.koordinator.sh/is-parent=true" in out
     )
 
@@ -65,9 +70,7 @@ def test_cycle_is_reported_once() -> None:
         ]
     )
     cycles = [m for m in out if "cycle" in m]
-    assert cycles == [
-        "ElasticQuota a: metadata.labels[quota.scheduling.koordinator.sh/parent]: the quota tree has a cycle: a -> b -> a"
-    ]
+    assert cycles == [f"ElasticQuota a: {PARENT}: the quota tree has a cycle: a -> b -> a"]
 
 
 def test_children_min_sum_above_parent_min() -> None:
@@ -91,11 +94,14 @@ def test_parent_with_pods_malformed_quantity_and_duplicates() -> None:
     out = messages(quotas, [pod])
     assert "ElasticQuota bad: spec: ElasticQuota default/bad: spec.max.cpu: " in out[0]
     assert "ElasticQuota p: metadata.name: defined more than once" in out
-    assert "ElasticQuota p: metadata.labels[quota.scheduling.koordinator.sh/is-parent]: a parent quota cannot have pods (1 pod(s) name it)" in out
+    assert f"ElasticQuota p: {IS_PARENT}: a parent quota cannot have pods (1 pod(s) name it)" in out
 
 
 def test_validate_one_quota_against_stored_ones() -> None:
-    stored = [eq("p", {"cpu": "10"}, {"cpu": "4"}, is_parent=True), eq("a", {"cpu": "8"}, {"cpu": "3"}, parent="p")]
+    stored = [
+        eq("p", {"cpu": "10"}, {"cpu": "4"}, is_parent=True),
+        eq("a", {"cpu": "8"}, {"cpu": "3"}, parent="p"),
+    ]
     assert validate_quota(eq("b", {"cpu": "8"}, {"cpu": "1"}, parent="p"), stored) == []
     problems = validate_quota(eq("b", {"cpu": "8"}, {"cpu": "2"}, parent="p"), stored)
     assert [p.field for p in problems] == ["spec.min.cpu"] and problems[0].quota == "p"

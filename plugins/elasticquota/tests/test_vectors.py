@@ -57,7 +57,9 @@ def test_every_vector_is_exercised() -> None:
 def test_redistribution(vector: dict[str, Any]) -> None:
     tree = QuotaTree()
     for n in vector["inputs"]["quotaNodes"]:
-        tree.insert(n["name"], n["sharedWeight"], n["request"], n["min"], n["guarantee"], n["allowLentResource"])
+        tree.insert(
+            n["name"], n["sharedWeight"], n["request"], n["min"], n["guarantee"], n["allowLentResource"]
+        )
     tree.redistribution(vector["inputs"]["totalResource"])
     assert {name: node.runtime for name, node in tree.nodes.items()} == vector["expected"]["runtime"]
 
@@ -160,7 +162,9 @@ def test_can_preempt(vector: dict[str, Any]) -> None:
     inputs = vector["inputs"]
     plugin = _plugin(inputs["args"])
     for name in inputs["knownQuotas"]:
-        plugin.quotas.on_quota_add({"metadata": {"name": name}, "spec": {"max": {"cpu": "10", "memory": "10"}}})
+        plugin.quotas.on_quota_add(
+            {"metadata": {"name": name}, "spec": {"max": {"cpu": "10", "memory": "10"}}}
+        )
     preemptor = PodInfo.from_manifest(inputs["preemptor"])
     victim = PodInfo.from_manifest(inputs["victim"])
     assert plugin.can_preempt(preemptor, victim) is vector["expected"]["canPreempt"]

@@ -24,6 +24,7 @@ from koord_framework.api.resources import format_resource_list
 from koord_framework.cluster.manifests import load_manifests
 from koord_framework.errors import KoordError
 from koord_plugin_elasticquota.args import ElasticQuotaArgs
+from koord_plugin_elasticquota.manager import GroupQuotaManager
 from koord_plugin_elasticquota.quota_object import ROOT_QUOTA_NAME
 from koord_plugin_elasticquota.quota_set import QuotaSet
 from koord_plugin_elasticquota.validation import validate_quotas
@@ -42,14 +43,22 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     sub = parser.add_subparsers(dest="quota_command", metavar="SUBCOMMAND")
     tree = sub.add_parser("tree", help="print the quota trees with min, max, runtime, request and used")
-    tree.add_argument("--cluster", action="append", required=True, metavar="PATH", help="manifest file or folder")
+    tree.add_argument(
+        "--cluster", action="append", required=True, metavar="PATH", help="manifest file or folder"
+    )
     tree.add_argument("--output", "-o", choices=("table", "json"), default="table")
     tree.add_argument("--no-scale-min", action="store_true", help="as enableMinQuotaScale: false")
     tree.set_defaults(func=run_tree)
     check = sub.add_parser("check", help="validate the ElasticQuota objects as the webhook would")
-    check.add_argument("--cluster", action="append", required=True, metavar="PATH", help="manifest file or folder")
+    check.add_argument(
+        "--cluster", action="append", required=True, metavar="PATH", help="manifest file or folder"
+    )
     check.set_defaults(func=run_check)
-    parser.set_defaults(func=lambda _args: (parser.print_help(sys.stderr), EXIT_USAGE)[1])
+    def usage(_args: argparse.Namespace) -> int:
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+
+    parser.set_defaults(func=usage)
 
 
 def _load(paths: list[str]) -> list[dict[str, Any]] | None:
@@ -63,7 +72,9 @@ def _load(paths: list[str]) -> list[dict[str, Any]] | None:
 def build_quota_set(objects: list[dict[str, Any]], *, scale_min: bool = True) -> QuotaSet:
     """The quota trees the scheduler would build from these objects (default ElasticQuotaArgs)."""
     args = ElasticQuotaArgs(enable_min_quota_scale=scale_min)
-    quotas = QuotaSet(scale_min_enabled=scale_min, system_max=args.system_max(), default_max=args.default_max())
+    quotas = QuotaSet(
+        scale_min_enabled=scale_min, system_max=args.system_max(), default_max=args.default_max()
+    )
     for obj in objects:
         if obj.get("kind") == "Node":
             quotas.on_node_add(obj)
@@ -80,6 +91,29 @@ def _resources(d: dict[str, int]) -> str:
     return ",".join(f"{k}:{v}" for k, v in sorted(format_resource_list(d).items()))
 
 
+def _walk(
+    mgr: GroupQuotaManager,
+    summaries: dict[str, dict[str, Any]],
+    name: str,
+    depth: int,
+    seen: set[str],
+    lines: list[str],
+) -> None:
+    for child in mgr.children(name):
+        if child in seen:
+            continue  # a cycle: print each quota once
+        seen.add(child)
+        s = summaries.get(child)
+        if s is None:
+            continue
+        indent = "  " * depth
+        kind = "parent" if s["isParent"] else "leaf"
+        lines.append(f"{indent}- {child} ({kind}{'' if s['allowLentResource'] else ', does not lend'})")
+        for field in ("min", "max", "runtime", "request", "used"):
+            lines.append(f"{indent}    {field + ':':<9}{_resources(s[field])}")
+        _walk(mgr, summaries, child, depth + 1, seen, lines)
+
+
 def render_tree(quotas: QuotaSet) -> str:
     summaries = quotas.summaries()
     lines: list[str] = []
@@ -87,27 +121,15 @@ def render_tree(quotas: QuotaSet) -> str:
         title = f"tree {mgr.tree_id!r}" if mgr.tree_id else "default tree"
         lines.append(f"{title}: cluster total {_resources(mgr.refresh_runtime(ROOT_QUOTA_NAME) or {})}")
 
-        def walk(name: str, depth: int, seen: set[str]) -> None:
-            for child in mgr.children(name):
-                if child in seen:
-                    continue
-                seen.add(child)
-                s = summaries.get(child)
-                if s is None:
-                    continue
-                indent = "  " * depth
-                kind = "parent" if s["isParent"] else "leaf"
-                lines.append(f"{indent}- {child} ({kind}{'' if s['allowLentResource'] else ', does not lend'})")
-                for field in ("min", "max", "runtime", "request", "used"):
-                    lines.append(f"{indent}    {field + ':':<9}{_resources(s[field])}")
-                walk(child, depth + 1, seen)
-
-        walk(ROOT_QUOTA_NAME, 0, set())
+        _walk(mgr, summaries, ROOT_QUOTA_NAME, 0, set(), lines)
         if mgr.tree_id == "":
             for name in ("koordinator-system-quota", "koordinator-default-quota"):
                 s = summaries.get(name)
                 if s is not None:
-                    lines.append(f"- {name} (built-in): used {_resources(s['used'])}, request {_resources(s['request'])}")
+                    lines.append(
+                        f"- {name} (built-in): used {_resources(s['used'])},"
+                        f" request {_resources(s['request'])}"
+                    )
     for name, err in sorted(quotas.errors.items()):
         lines.append(f"ignored {name}: {err}")
     return "\n".join(lines) + "\n"

@@ -1,4 +1,4 @@
-"""The controllers ElasticQuota runs in the scheduler process (``controller.go``, ``quota_overuse_revoke.go``).
+"""Controllers ElasticQuota runs in the scheduler process (``controller.go``, ``quota_overuse_revoke.go``).
 
 * ``QuotaStatusWriter`` — every second, writes each ElasticQuota's runtime, request, child-request,
   guaranteed, allocated and non-preemptible request/used as annotations (JSON ResourceLists) and its used as
@@ -21,8 +21,15 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from koord_framework.api.objects import PodInfo
-from koord_framework.api.resources import add, format_resource_list, less_than_or_equal, mask, parse_resource_list, subtract
 from koord_framework.api.quantity import QuantityError
+from koord_framework.api.resources import (
+    add,
+    format_resource_list,
+    less_than_or_equal,
+    mask,
+    parse_resource_list,
+    subtract,
+)
 from koord_framework.errors import ClusterError, NotFoundError
 from koord_framework.scheduler.interface import BackgroundController
 from koord_plugin_elasticquota.manager import GroupQuotaManager
@@ -78,7 +85,9 @@ def _encode(d: Mapping[str, int]) -> str:
     return json.dumps(format_resource_list(d), sort_keys=True, separators=(",", ":"))
 
 
-def status_patch(obj: Mapping[str, Any], summary: Mapping[str, Any]) -> tuple[dict[str, str], dict[str, str] | None]:
+def status_patch(
+    obj: Mapping[str, Any], summary: Mapping[str, Any]
+) -> tuple[dict[str, str], dict[str, str] | None]:
     """What to write on one quota: changed annotations, and ``status.used`` if it changed (else None)."""
     annotations: Mapping[str, str] = (obj.get("metadata") or {}).get("annotations") or {}
     changed: dict[str, str] = {}
@@ -156,7 +165,9 @@ class QuotaStatusWriter:
                 log.warning("failed to patch ElasticQuota %s/%s: %s", ns, name, err)
 
 
-def revoke_list(runtime: Mapping[str, int], used: Mapping[str, int], assigned: list[PodInfo]) -> list[PodInfo]:
+def revoke_list(
+    runtime: Mapping[str, int], used: Mapping[str, int], assigned: list[PodInfo]
+) -> list[PodInfo]:
     """getToRevokePodList: take pods away from the least important up until used <= runtime (never a
     non-preemptible one), then give back from the most important taken, keeping those that no longer fit."""
     pods = sorted(assigned, key=importance_key, reverse=True)

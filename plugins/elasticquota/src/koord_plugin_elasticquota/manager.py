@@ -1,4 +1,4 @@
-"""``GroupQuotaManager``: one quota tree, its pods, and the runtime of every quota (``core/group_quota_manager.go``).
+"""``GroupQuotaManager``: one quota tree, its pods and their runtime (``core/group_quota_manager.go``).
 
 The documented API of the plugin's quota state; the plugin, the controllers, the CLI and the tests all go
 through it:

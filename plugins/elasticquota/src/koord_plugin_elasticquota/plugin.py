@@ -1,12 +1,12 @@
-"""``ElasticQuota``: admission by hierarchical elastic quotas, quota-local preemption (Koordinator ``elasticquota``).
+"""``ElasticQuota``: admission by hierarchical elastic quotas, quota-local preemption (``elasticquota``).
 
 PreFilter admits a pod only while its quota's used plus the pod's request stays within the quota's runtime
 (the share of the cluster the quota may use now, lent capacity included), or within max when runtime quota is
 off; a non-preemptible pod must also fit the quota's min; optionally every ancestor is checked too. PostFilter
-preempts, but only pods of the same quota with a lower priority. Reserve/Unreserve charge and release the pod's
-request on its quota (and every ancestor). The quota state lives in ``QuotaSet``/``GroupQuotaManager``, fed by
-ElasticQuota, Node and Pod events; the status writer and the over-use revoke controller (``controllers``)
-read it.
+preempts, but only pods of the same quota with a lower priority. Reserve/Unreserve charge and release the
+pod's request on its quota (and every ancestor). The quota state lives in ``QuotaSet``/``GroupQuotaManager``,
+fed by ElasticQuota, Node and Pod events; the status writer and the over-use revoke controller
+(``controllers``) read it.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ COMPONENT: Final = "koord-scheduler"
 
 
 def print_resource_list(resources: Mapping[str, int]) -> str:
-    """Upstream's ``printResourceList``: ``name:quantity`` sorted and joined by commas, ``<empty>`` if none."""
+    """Upstream's ``printResourceList``: sorted ``name:quantity`` joined by commas, ``<empty>`` if none."""
     if not resources:
         return "<empty>"
     return ",".join(sorted(f"{name}:{format_resource(name, value)}" for name, value in resources.items()))
@@ -135,7 +135,10 @@ class ElasticQuota(
         try:
             self.quotas.replace_quotas(informer.list("ElasticQuota"))
             informer.add_handler(
-                "ElasticQuota", self.quotas.on_quota_add, self.quotas.on_quota_update, self.quotas.on_quota_delete
+                "ElasticQuota",
+                self.quotas.on_quota_add,
+                self.quotas.on_quota_update,
+                self.quotas.on_quota_delete,
             )
         except ClusterError as err:
             # No ElasticQuota CRD: every pod is charged to the default quota (visible in the log).
@@ -143,7 +146,9 @@ class ElasticQuota(
         informer.add_handler(
             "Node", self.quotas.on_node_add, self.quotas.on_node_update, self.quotas.on_node_delete
         )
-        informer.add_handler("Pod", self.quotas.on_pod_add, self.quotas.on_pod_update, self.quotas.on_pod_delete)
+        informer.add_handler(
+            "Pod", self.quotas.on_pod_add, self.quotas.on_pod_update, self.quotas.on_pod_delete
+        )
         from koord_plugin_elasticquota.controllers import QuotaControllers
 
         self.controllers = QuotaControllers(self)
@@ -157,12 +162,22 @@ class ElasticQuota(
             {
                 "metadata": {
                     "name": ROOT_QUOTA_NAME,
-                    "labels": {LABEL_QUOTA_IS_PARENT: "true", LABEL_ALLOW_LENT_RESOURCE: "false", LABEL_QUOTA_PARENT: ""},
+                    "labels": {
+                        LABEL_QUOTA_IS_PARENT: "true",
+                        LABEL_ALLOW_LENT_RESOURCE: "false",
+                        LABEL_QUOTA_PARENT: "",
+                    },
                 },
                 "spec": {},
             },
-            {"metadata": {"name": SYSTEM_QUOTA_NAME}, "spec": {"max": dict(self.eq_args.system_quota_group_max)}},
-            {"metadata": {"name": DEFAULT_QUOTA_NAME}, "spec": {"max": dict(self.eq_args.default_quota_group_max)}},
+            {
+                "metadata": {"name": SYSTEM_QUOTA_NAME},
+                "spec": {"max": dict(self.eq_args.system_quota_group_max)},
+            },
+            {
+                "metadata": {"name": DEFAULT_QUOTA_NAME},
+                "spec": {"max": dict(self.eq_args.default_quota_group_max)},
+            },
         ]
         cluster = self.handle.cluster
         for obj in wanted:
@@ -246,7 +261,8 @@ class ElasticQuota(
         fits, exceed = less_than_or_equal(add(request, snap.used), snap.used_limit)
         if not fits:
             return Status.unschedulable(
-                f"Insufficient quotas, quotaName: {info.name}, runtime: {print_resource_list(snap.used_limit)}, "
+                f"Insufficient quotas, quotaName: {info.name}, "
+                f"runtime: {print_resource_list(snap.used_limit)}, "
                 f"used: {print_resource_list(snap.used)}, pod's request: {print_resource_list(request)}, "
                 f"exceedDimensions: {go_list(exceed)}"
             )
@@ -271,14 +287,17 @@ class ElasticQuota(
         while current != ROOT_QUOTA_NAME:
             info = mgr.get_quota_info(current)
             if info is None or current in seen:
-                return Status.as_error(f"Could not find the elasticQuota {current}, quotaNameTopo: {go_list(topo)}")
+                return Status.as_error(
+                    f"Could not find the elasticQuota {current}, quotaNameTopo: {go_list(topo)}"
+                )
             seen.add(current)
             used = dict(info.calc.used)
             limit = self._used_limit(info)
             fits, exceed = less_than_or_equal(mask(add(request, used), request), limit)
             if not fits:
                 return Status.unschedulable(
-                    f"Insufficient quotas, quotaNameTopo: {go_list(topo)}, runtime: {print_resource_list(limit)}, "
+                    f"Insufficient quotas, quotaNameTopo: {go_list(topo)}, "
+                    f"runtime: {print_resource_list(limit)}, "
                     f"used: {print_resource_list(used)}, pod's request: {print_resource_list(request)}, "
                     f"exceedDimensions: {go_list(exceed)}"
                 )

@@ -118,7 +118,11 @@ class QuotaPreemption:
                 return True, ""
             quota, _ = self.plugin.quota_of(pod)
             for p in info.pods.values():
-                if p.is_terminating and p.priority_value < pod.priority_value and self.plugin.quota_of(p)[0] == quota:
+                if (
+                    p.is_terminating
+                    and p.priority_value < pod.priority_value
+                    and self.plugin.quota_of(p)[0] == quota
+                ):
                     return False, "not eligible due to a terminating pod on the nominated node."
         return True, ""
 
@@ -144,7 +148,11 @@ class QuotaPreemption:
                 if not st.is_success:
                     return [], 0, st
         if not potential:
-            return [], 0, Status.unresolvable(f"No victims found on node {node.name} for preemptor pod {pod.name}")
+            return (
+                [],
+                0,
+                Status.unresolvable(f"No victims found on node {node.name} for preemptor pod {pod.name}"),
+            )
         st = handle.run_filter_with_nominated_pods(state, pod, node)
         if not st.is_success:
             return [], 0, st
@@ -213,7 +221,9 @@ class QuotaPreemption:
             if "" not in hosts and node.name not in hosts:
                 continue
             st = filtered.get(node.name)
-            if (st is None and bool(filtered)) or (st is not None and st.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE):
+            if (st is None and bool(filtered)) or (
+                st is not None and st.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+            ):
                 continue
             if not any(self.plugin.can_preempt(pod, p) for p in node.pods.values()):
                 continue  # no victim here: what select_victims_on_node concludes, without the clones

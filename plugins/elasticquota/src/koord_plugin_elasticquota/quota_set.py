@@ -19,10 +19,10 @@ from koord_framework.cluster.informer import rebound
 from koord_plugin_elasticquota.manager import GroupQuotaManager
 from koord_plugin_elasticquota.quota_object import (
     DEFAULT_QUOTA_NAME,
+    LABEL_QUOTA_NAME,
     ROOT_QUOTA_NAME,
     SYSTEM_QUOTA_NAME,
     ElasticQuotaSpec,
-    LABEL_QUOTA_NAME,
     QuotaObjectError,
     pod_quota_label,
 )
@@ -125,7 +125,10 @@ class QuotaSet:
             self.trees.pop(mgr.tree_id, None)
         else:
             delta = mgr.set_total_resource_for_tree(spec.total_resource)
-        if not is_zero(delta) and spec.labels.get("quota.scheduling.koordinator.sh/ignore-default-tree") != "true":
+        if (
+            not is_zero(delta)
+            and spec.labels.get("quota.scheduling.koordinator.sh/ignore-default-tree") != "true"
+        ):
             self.default.update_cluster_total_resource(subtract({}, delta))
 
     def on_quota_add(self, obj: Mapping[str, Any]) -> None:
@@ -178,7 +181,9 @@ class QuotaSet:
                 self._when_tree_root(spec, mgr, False)
             for mgr in self.managers():
                 mgr.reset_quotas(
-                    s for s in specs if s.name != ROOT_QUOTA_NAME and self.quota_to_tree.get(s.name) == mgr.tree_id
+                    s
+                    for s in specs
+                    if s.name != ROOT_QUOTA_NAME and self.quota_to_tree.get(s.name) == mgr.tree_id
                 )
 
     def _migrate_default_pods(self) -> None:

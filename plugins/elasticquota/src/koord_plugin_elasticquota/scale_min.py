@@ -1,5 +1,5 @@
-"""Min scaling (``core/scale_minquota_when_over_root_res.go``): when a parent's runtime is below the sum of its
-children's mins, each child's min shrinks in proportion so that the mins fit again.
+"""Min scaling (``core/scale_minquota_when_over_root_res.go``): when a parent's runtime is below the sum of
+its children's mins, each child's min shrinks in proportion so that the mins fit again.
 
 The manager keeps, per parent, the sum of the original mins of the children that take part in scaling and of
 those that do not; a child's scaled min is ``(total - disabled sum) * min / enabled sum`` in float64 truncated

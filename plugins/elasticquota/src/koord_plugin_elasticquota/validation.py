@@ -91,7 +91,9 @@ def validate_quota(
 
 def _own_problems(spec: ElasticQuotaSpec) -> list[QuotaProblem]:
     out: list[QuotaProblem] = []
-    if spec.name in (SYSTEM_QUOTA_NAME, ROOT_QUOTA_NAME) and (spec.min or spec.labels.get(LABEL_QUOTA_PARENT)):
+    if spec.name in (SYSTEM_QUOTA_NAME, ROOT_QUOTA_NAME) and (
+        spec.min or spec.labels.get(LABEL_QUOTA_PARENT)
+    ):
         out.append(QuotaProblem(spec.name, "metadata.name", "the built-in quota cannot be modified"))
     for res, value in sorted(spec.min.items()):
         if value < 0:
@@ -111,7 +113,11 @@ def _own_problems(spec: ElasticQuotaSpec) -> list[QuotaProblem]:
         if value < 0:
             out.append(QuotaProblem(spec.name, f"spec.max.{res}", "must not be negative"))
     if spec.parent == spec.name:
-        out.append(QuotaProblem(spec.name, f"metadata.labels[{LABEL_QUOTA_PARENT}]", "a quota cannot be its own parent"))
+        out.append(
+            QuotaProblem(
+                spec.name, f"metadata.labels[{LABEL_QUOTA_PARENT}]", "a quota cannot be its own parent"
+            )
+        )
     return out
 
 
@@ -142,7 +148,9 @@ def _tree_problems(specs: Mapping[str, ElasticQuotaSpec]) -> list[QuotaProblem]:
         for res in sorted(spec.max):
             if parent.max and res not in parent.max:
                 out.append(
-                    QuotaProblem(spec.name, f"spec.max.{res}", f"parent quota {spec.parent!r} has no max for it")
+                    QuotaProblem(
+                        spec.name, f"spec.max.{res}", f"parent quota {spec.parent!r} has no max for it"
+                    )
                 )
     # Cycles: follow parents from every quota; a walk that comes back to a quota it passed is a cycle.
     reported: set[frozenset[str]] = set()
