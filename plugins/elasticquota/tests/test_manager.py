@@ -317,3 +317,29 @@ def test_cycle_in_parents_does_not_loop() -> None:
     )
     assert [i.name for i in mgr.path_to_root("a")] == ["a", "b"]
     assert mgr.refresh_runtime("a") is None
+
+
+def test_scaled_min_with_an_idle_sibling() -> None:
+    # MultiUpdateQuotaRequest_WithScaledMinQuota2: b asks nothing, a and c share p's 200 after scaling.
+    mgr = GroupQuotaManager(scale_min_enabled=True)
+    mgr.update_cluster_total_resource(res(1, GI))
+    mgr.update_quota(quota("p", ROOT_QUOTA_NAME, res(1000, 1000 * GI), res(300, 300 * GI), is_parent=True))
+    for name in ("a", "b", "c"):
+        mgr.update_quota(quota(name, "p", res(1000, 1000 * GI), res(100, 100 * GI)))
+    request = res(200, 200 * GI)
+    mgr.add_pod_request_delta("a", request, request)
+    mgr.add_pod_request_delta("b", res(0, 0), res(0, 0))
+    mgr.add_pod_request_delta("c", request, request)
+    mgr.update_cluster_total_resource(res(199, 199 * GI))
+    assert mgr.refresh_runtime("p") == res(200, 200 * GI)
+    for name in ("a", "b", "c"):
+        mgr.refresh_runtime(name)
+    assert mgr.refresh_runtime("a") == res(100, 100 * GI)
+    assert mgr.refresh_runtime("b") == res(0, 0)
+    assert mgr.refresh_runtime("c") == res(100, 100 * GI)
+    p = mgr.get_quota_info("p")
+    assert p is not None and p.calc.auto_scale_min == res(200, 200 * GI)
+    for name in ("a", "b", "c"):
+        info = mgr.get_quota_info(name)
+        assert info is not None
+        assert info.calc.auto_scale_min == {"cpu": 66666, "memory": 200 * GI // 3}

@@ -267,3 +267,57 @@ def test_defaults_match_koordinator() -> None:
     assert dumped["monitorAllQuotas"] is False
     assert dumped["enableCheckParentQuota"] is False
     assert dumped["quotaSnapshotUpdateInterval"] == 120
+
+
+# --- Koordinator's TestPlugin_PreFilter cases the vectors lack (the default quota, runtime injected) -------
+@pytest.mark.parametrize(
+    ("runtime", "memory", "disable_runtime", "expected"),
+    [
+        ({"cpu": "10", "memory": "20"}, "2", False, "Success"),  # used dimension > runtime, value enough
+        ({"cpu": "1", "memory": "2"}, "3", True, "Success"),  # runtime not enough, but runtime quota off
+        ({"cpu": "1", "memory": "2"}, "3", False, "Unschedulable"),
+    ],
+)
+def test_pre_filter_on_the_default_quota(
+    runtime: dict[str, str], memory: str, disable_runtime: bool, expected: str
+) -> None:
+    from koord_framework.api.resources import parse_resource_list
+
+    h = SchedulerHarness([(ElasticQuota, {"enableRuntimeQuota": not disable_runtime})])
+    p = plugin_of(h)
+    info = p.quotas.default.get_quota_info(DEFAULT_QUOTA_NAME)
+    assert info is not None
+    info.calc.runtime = parse_resource_list(runtime)
+    pod = PodInfo.from_manifest(
+        make_pod("pod1", namespace="t1-ns1", requests={"cpu": "1", "memory": memory, "nvidia.com/gpu": "1"})
+    )
+    _, status = p.pre_filter(CycleState(), pod, [])
+    assert status.code.label == expected
+
+
+# --- Koordinator's TestPlugin_canPreempt cases the vectors lack ----------------------------------------
+@pytest.mark.parametrize(
+    ("pod_prio", "victim_prio", "pod_quota", "victim_quota", "want"),
+    [
+        (10, 5, None, None, False),  # both in the default quota: protected by disableDefaultQuotaPreemption
+        (5, 10, "q1", "q1", False),  # victim priority higher
+        (10, 5, "q1", "q1", True),  # all conditions met
+    ],
+)
+def test_can_preempt_more_cases(
+    pod_prio: int, victim_prio: int, pod_quota: str | None, victim_quota: str | None, want: bool
+) -> None:
+    h = harness()
+    h.add(eq("q1", "10", "0"))
+    p = plugin_of(h)
+    pod = PodInfo.from_manifest(qpod("preemptor", pod_quota, "1", priority=pod_prio))
+    victim = PodInfo.from_manifest(qpod("victim", victim_quota, "1", priority=victim_prio, node="n1"))
+    assert p.can_preempt(pod, victim) is want
+
+
+def test_default_quota_victims_with_preemption_allowed() -> None:
+    h = SchedulerHarness([(ElasticQuota, {"disableDefaultQuotaPreemption": False})])
+    p = plugin_of(h)
+    pod = PodInfo.from_manifest(qpod("preemptor", None, "1", priority=10))
+    victim = PodInfo.from_manifest(qpod("victim", None, "1", priority=5, node="n1"))
+    assert p.can_preempt(pod, victim)
