@@ -30,7 +30,9 @@ def test_simulate_explains_quota_refusals_and_reports_quotas(
         make_pod(f"p{i}", cpu="1", memory="1Gi", labels={LABEL: "team"}, scheduler_name="koord-scheduler")
         for i in range(3)
     ]
-    (tmp_path / "c.yaml").write_text(yaml.safe_dump_all([make_node("n1", cpu="16", memory="64Gi"), quota, *pods]))
+    (tmp_path / "c.yaml").write_text(
+        yaml.safe_dump_all([make_node("n1", cpu="16", memory="64Gi"), quota, *pods])
+    )
     code = main(
         [
             "simulate",
@@ -50,7 +52,9 @@ def test_simulate_explains_quota_refusals_and_reports_quotas(
     refused = [p for p in doc["pods"] if p["status"] == "Unschedulable"]
     assert len(refused) == 1
     message = refused[0]["message"]
-    assert "Insufficient quotas, quotaName: team, runtime: cpu:2,memory:3Gi, used: cpu:2,memory:2Gi" in message
+    assert (
+        "Insufficient quotas, quotaName: team, runtime: cpu:2,memory:3Gi, used: cpu:2,memory:2Gi" in message
+    )
     assert "pod's request: cpu:1,memory:1Gi, exceedDimensions: [cpu]" in message
     quotas = {q["name"]: q for q in doc["plugins"]["ElasticQuota"]["quotas"]}
     assert quotas["team"]["used"] == {"cpu": "2", "memory": "2Gi"}

@@ -13,6 +13,7 @@ from koord_plugin_elasticquota.controllers import revoke_list
 from koord_plugin_elasticquota.manager import GroupQuotaManager
 from koord_plugin_elasticquota.plugin import ElasticQuota
 from koord_plugin_elasticquota.quota_object import DEFAULT_QUOTA_NAME
+from koord_plugin_elasticquota.steps import StepFailure, run_steps
 
 from koord_framework.api.objects import PodInfo
 from koord_framework.api.resources import parse_resource_list
@@ -67,27 +68,23 @@ def test_redistribution(vector: dict[str, Any]) -> None:
 @pytest.mark.parametrize("vector", _by("GroupQuotaManager"))
 def test_group_quota_manager(vector: dict[str, Any]) -> None:
     mgr = GroupQuotaManager(scale_min_enabled=vector["inputs"]["scaleMinQuotaEnabled"])
-    for step in vector["inputs"]["steps"]:
-        op = step["op"]
-        if op == "UpdateClusterTotalResource":
-            mgr.update_cluster_total_resource(parse_resource_list(step["delta"]))
-        elif op == "AddQuota":
-            mgr.update_quota(step["quota"])
-        elif op == "UpdateGroupDeltaRequest":
-            mgr.add_pod_request_delta(step["quota"], parse_resource_list(step["delta"]))
-        elif op == "RefreshRuntime":
-            runtime = mgr.refresh_runtime(step["quota"])
-            assert runtime is not None
-            if "expect" in step:
-                assert runtime == parse_resource_list(step["expect"]), step
-            if "expectCPUCores" in step:
-                assert runtime["cpu"] == step["expectCPUCores"] * 1000, step
-        elif op == "ExpectAutoScaleMin":
-            info = mgr.get_quota_info(step["quota"])
-            assert info is not None
-            assert info.calc.auto_scale_min == parse_resource_list(step["expect"]), step
-        else:
-            raise AssertionError(f"unknown op {op}")
+    run_steps(mgr, vector["inputs"]["steps"])
+
+
+def test_step_runner_reports_the_first_mismatch() -> None:
+    mgr = GroupQuotaManager()
+    steps = [
+        {"op": "UpdateClusterTotalResource", "delta": {"cpu": "10"}},
+        {
+            "op": "AddQuota",
+            "quota": {"metadata": {"name": "q"}, "spec": {"max": {"cpu": "10"}, "min": {"cpu": "2"}}},
+        },
+        {"op": "UpdateGroupDeltaRequest", "quota": "q", "delta": {"cpu": "4"}},
+        {"op": "ExpectRequest", "quota": "q", "expect": {"cpu": "4"}},
+        {"op": "RefreshRuntime", "quota": "q", "expect": {"cpu": "5"}},
+    ]
+    with pytest.raises(StepFailure, match="step 4 RefreshRuntime"):
+        run_steps(mgr, steps)
 
 
 def _quota_plugin_with_state(inputs: dict[str, Any]) -> ElasticQuota:

@@ -54,6 +54,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--cluster", action="append", required=True, metavar="PATH", help="manifest file or folder"
     )
     check.set_defaults(func=run_check)
+
     def usage(_args: argparse.Namespace) -> int:
         parser.print_help(sys.stderr)
         return EXIT_USAGE

@@ -201,6 +201,12 @@ class GroupQuotaManager:
         """Add ``delta`` to the quota's pod-request sum and propagate it up (UpdateGroupDeltaRequest)."""
         self._update_group_delta_request(name, dict(delta), dict(non_preemptible or {}), 0)
 
+    def add_used_delta(
+        self, name: str, delta: Mapping[str, int], non_preemptible: Mapping[str, int] | None = None
+    ) -> None:
+        """Add ``delta`` to the quota's used and every ancestor's (UpdateGroupDeltaUsed)."""
+        self._update_group_delta_used(name, dict(delta), dict(non_preemptible or {}), 0)
+
     def _update_group_delta_used(
         self, name: str, delta: dict[str, int], delta_np: dict[str, int] | None, self_index: int
     ) -> None:
