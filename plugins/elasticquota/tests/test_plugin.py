@@ -321,3 +321,38 @@ def test_default_quota_victims_with_preemption_allowed() -> None:
     pod = PodInfo.from_manifest(qpod("preemptor", None, "1", priority=10))
     victim = PodInfo.from_manifest(qpod("victim", None, "1", priority=5, node="n1"))
     assert p.can_preempt(pod, victim)
+
+
+def test_tree_id_quotas_get_their_own_manager_sized_by_their_root() -> None:
+    h = harness(cores="16")
+    tree_labels = {"quota.scheduling.koordinator.sh/tree-id": "t1"}
+    root = eq("t1-root", "6", "0", is_parent=True)
+    root["metadata"]["labels"].update({**tree_labels, "quota.scheduling.koordinator.sh/is-root": "true"})
+    root["metadata"]["annotations"]["quota.scheduling.koordinator.sh/total-resource"] = (
+        '{"cpu": "6", "memory": "16Gi"}'
+    )
+    child = eq("t1-team", "6", "0", parent="t1-root")
+    child["metadata"]["labels"].update(tree_labels)
+    h.add(root, child)
+    p = plugin_of(h)
+    assert p.quota_of(PodInfo.from_manifest(qpod("x", "t1-team", "1"))) == ("t1-team", "t1")
+    tree = p.quotas.manager_for_tree("t1")
+    assert tree is not None and tree.total == {"cpu": 6000, "memory": 16 * 1024**3}
+    # the default tree gave those 6 cores up
+    assert p.quotas.default.total["cpu"] == 10_000
+    for i in range(3):
+        assert h.schedule_one(qpod(f"t{i}", "t1-team", "2")).scheduled
+    r = h.schedule_one(qpod("t3", "t1-team", "2"))
+    assert not r.scheduled and "quotaName: t1-team, runtime: cpu:6" in r.message
+
+
+def test_quota_max_change_is_applied() -> None:
+    h = harness()
+    h.add(eq("a", "2", "0"))
+    assert h.schedule_one(qpod("a0", "a", "2")).scheduled
+    assert not h.schedule_one(qpod("a1", "a", "2")).scheduled
+    obj = h.cluster.get("ElasticQuota", "a", "default")
+    obj["spec"]["max"]["cpu"] = "4"
+    h.cluster.update(obj)
+    h.run_until_idle()
+    assert h.cluster.get("Pod", "a1", "default")["spec"].get("nodeName") == "n1"
