@@ -343,3 +343,22 @@ def test_scaled_min_with_an_idle_sibling() -> None:
         info = mgr.get_quota_info(name)
         assert info is not None
         assert info.calc.auto_scale_min == {"cpu": 66666, "memory": 200 * GI // 3}
+
+
+def test_default_quota_stays_out_of_the_root_split() -> None:
+    big = {"cpu": ((2**63 - 1) // 5) * 1000, "memory": (2**63 - 1) // 5}
+    mgr = GroupQuotaManager(scale_min_enabled=False, default_max=big, system_max=big)
+    mgr.update_cluster_total_resource(res(100, 100 * GI))
+    mgr.update_quota(
+        {
+            "metadata": {"name": DEFAULT_QUOTA_NAME},
+            "spec": {"max": {"cpu": str(big["cpu"] // 1000), "memory": str(big["memory"])}},
+        }
+    )
+    mgr.update_quota(quota("a", ROOT_QUOTA_NAME, res(100, 100 * GI), res(10, 10 * GI)))
+    mgr.on_pod_add(DEFAULT_QUOTA_NAME, PodInfo.from_manifest(make_pod("d", cpu="50", memory="50Gi")))
+    mgr.add_pod_request_delta("a", res(80, 80 * GI))
+    # the default quota's pending pod does not take a's share of the cluster
+    assert mgr.refresh_runtime("a") == res(80, 80 * GI)
+    assert DEFAULT_QUOTA_NAME not in mgr.calculators[ROOT_QUOTA_NAME].trees["cpu"].nodes
+    assert mgr.refresh_runtime(DEFAULT_QUOTA_NAME) == big

@@ -189,6 +189,8 @@ class GroupQuotaManager:
                 real = max_each(real, info.calc.min)
             info.calc.request = real
             delta = subtract(info.limited_request(), old_limited)
+            if info.name in _BUILTIN:
+                continue  # outside the water-filling: their runtime is their max
             calc = self.calculators.get(info.parent)
             if calc is None:
                 return
@@ -257,6 +259,14 @@ class GroupQuotaManager:
         spec = _spec(quota)
         new = _info_from_spec(spec)
         local = self.infos.get(spec.name)
+        if spec.name == ROOT_QUOTA_NAME:
+            return  # the root is the cluster; its object only makes it visible
+        if spec.name in _BUILTIN and local is not None:
+            # The system and default quotas stay outside the water-filling (their runtime is their max and
+            # their used is taken off the root's total); only their limits follow the object.
+            local.calc.max, local.calc.min = dict(new.calc.max), dict(new.calc.min)
+            local.calc.shared_weight = dict(new.calc.shared_weight)
+            return
         if local is None:
             self._update_quota_internal(new, None)
             return
