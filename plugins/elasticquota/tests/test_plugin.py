@@ -356,3 +356,18 @@ def test_quota_max_change_is_applied() -> None:
     h.cluster.update(obj)
     h.run_until_idle()
     assert h.cluster.get("Pod", "a1", "default")["spec"].get("nodeName") == "n1"
+
+
+def test_pod_relabelled_to_another_quota_moves_its_charge() -> None:
+    h = harness()
+    h.add(eq("a", "8", "0"), eq("b", "8", "0"), qpod("x", "a", "2", node="n1"))
+    p = plugin_of(h)
+    a, b = p.quotas.default.get_quota_info("a"), p.quotas.default.get_quota_info("b")
+    assert a is not None and b is not None and a.calc.used["cpu"] == 2000
+    obj = h.cluster.get("Pod", "x", "default")
+    obj["metadata"]["labels"][LABEL] = "b"
+    h.cluster.update(obj)
+    assert a.calc.used["cpu"] == 0 and a.calc.request["cpu"] == 0
+    assert b.calc.used["cpu"] == 2000 and b.calc.request["cpu"] == 2000
+    h.cluster.delete("Pod", "x", "default")
+    assert b.calc.used["cpu"] == 0 and b.calc.request["cpu"] == 0
