@@ -114,3 +114,18 @@ def test_revoke_is_off_by_default() -> None:
         h.scheduler.tick_controllers()
     assert h.cluster.evictions == []
     assert not p.controllers.revoke.enabled
+
+
+def test_quota_status_metric_is_computed_at_scrape() -> None:
+    from prometheus_client import generate_latest
+
+    h, p = setup()
+    h.add(eq("a", "8", "2"), make_pod("x", cpu="3", node="n1", labels={LABEL: "a"}))
+    p.quotas.default.refresh_runtime("a")
+    text = generate_latest(h.handle.metrics).decode()
+    line = (
+        'koord_scheduler_elastic_quota_status{field="used",is_parent="false",name="a",'
+        'parent="koordinator-root-quota",profile="default-scheduler",resource="cpu",tree=""} 3000.0'
+    )
+    assert line in text
+    assert 'field="runtime",is_parent="false",name="a"' in text

@@ -48,6 +48,7 @@ from koord_framework.scheduler.nodeinfo import NodeInfo
 from koord_framework.scheduler.status import Status
 from koord_plugin_elasticquota.args import ElasticQuotaArgs
 from koord_plugin_elasticquota.manager import GroupQuotaManager
+from koord_plugin_elasticquota.metrics import register_quota_metrics
 from koord_plugin_elasticquota.preempt import QuotaPreemption
 from koord_plugin_elasticquota.quota_info import QuotaInfo
 from koord_plugin_elasticquota.quota_object import (
@@ -128,6 +129,7 @@ class ElasticQuota(
             default_max=parsed.default_max(),
         )
         self.preemption = QuotaPreemption(self)
+        register_quota_metrics(handle.metrics, self.quotas, handle.profile_name)
         self._create_builtin_quotas()
         informer = handle.informer
         # Start from the whole list at once (upstream's ReplaceQuotas): a child listed before its parent
