@@ -1119,7 +1119,11 @@ class Scheduler:
         for i, controller in enumerate(self.controllers):
             due = self._controller_due[i]
             if due is not None and due <= now:
-                self._controller_due[i] = controller.tick(now)
+                try:
+                    self._controller_due[i] = controller.tick(now)
+                except Exception:  # a controller's failure must not stop scheduling
+                    log.exception("controller %s failed; retrying in 1 s", type(controller).__name__)
+                    self._controller_due[i] = now + 1.0
         pending = [d for d in self._controller_due if d is not None]
         return min(pending) if pending else None
 
