@@ -21,7 +21,17 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from koord_plugin_elasticquota.quota_info import QuotaInfo
 
-__all__ = ["QuotaNode", "QuotaTree", "RuntimeQuotaCalculator", "hamilton_split"]
+__all__ = ["ChangeCounter", "QuotaNode", "QuotaTree", "RuntimeQuotaCalculator", "hamilton_split"]
+
+
+class ChangeCounter:
+    """Counts changes of every calculator of one manager: while it stands still, no runtime can change, so
+    a refresh can answer from the last result."""
+
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value = 0
 
 
 @dataclass(slots=True)
@@ -131,14 +141,19 @@ def _get(d: Mapping[str, int], key: str) -> int:
 class RuntimeQuotaCalculator:
     """The runtime of every child of one parent (``tree_name``), for every resource key of the parent."""
 
-    def __init__(self, tree_name: str) -> None:
+    def __init__(self, tree_name: str, changes: ChangeCounter | None = None) -> None:
         self.tree_name = tree_name
+        self.changes = changes if changes is not None else ChangeCounter()
         self.version = 1
         self.resource_keys: set[str] = set()
         self.group_req_limit: dict[str, dict[str, int]] = {}
         self.group_guaranteed: dict[str, dict[str, int]] = {}
         self.trees: dict[str, QuotaTree] = {}
         self.total: dict[str, int] = {}
+
+    def _bump(self) -> None:
+        self.version += 1
+        self.changes.value += 1
 
     # --- dimensions -----------------------------------------------------------------------------------
     def update_resource_keys(self, keys: Iterable[str]) -> None:
@@ -174,7 +189,7 @@ class RuntimeQuotaCalculator:
             else:
                 self._insert(info, key, limit)
             local[key] = _get(limit, key)
-        self.version += 1
+        self._bump()
 
     def update_one_group_min(self, info: QuotaInfo) -> None:
         limit = info.limited_request()
@@ -184,7 +199,7 @@ class RuntimeQuotaCalculator:
                 node.min = _get(info.calc.auto_scale_min, key)
             else:
                 self._insert(info, key, limit)
-        self.version += 1
+        self._bump()
 
     def update_one_group_shared_weight(self, info: QuotaInfo) -> None:
         limit = info.limited_request()
@@ -194,7 +209,7 @@ class RuntimeQuotaCalculator:
                 node.shared_weight = _get(info.calc.shared_weight, key)
             else:
                 self._insert(info, key, limit)
-        self.version += 1
+        self._bump()
 
     def need_update_one_group_request(self, info: QuotaInfo) -> bool:
         old = self.group_req_limit.setdefault(info.name, {})
@@ -211,7 +226,7 @@ class RuntimeQuotaCalculator:
             else:
                 self._insert(info, key, limit)
             local[key] = _get(limit, key)
-        self.version += 1
+        self._bump()
 
     def need_update_one_group_guaranteed(self, info: QuotaInfo) -> bool:
         old = self.group_guaranteed.setdefault(info.name, {})
@@ -227,7 +242,7 @@ class RuntimeQuotaCalculator:
             else:
                 self._insert(info, key, limit)
             local[key] = _get(info.calc.guaranteed, key)
-        self.version += 1
+        self._bump()
 
     def set_cluster_total(self, total: Mapping[str, int]) -> None:
         # Upstream bumps the version on every call (each refresh of a child sets its parent's total); the
@@ -235,14 +250,14 @@ class RuntimeQuotaCalculator:
         if dict(total) == self.total:
             return
         self.total = dict(total)
-        self.version += 1
+        self._bump()
 
     def delete_one_group(self, info: QuotaInfo) -> None:
         for key in self.resource_keys:
             self.trees[key].erase(info.name)
         self.group_req_limit.pop(info.name, None)
         self.group_guaranteed.pop(info.name, None)
-        self.version += 1
+        self._bump()
 
     # --- the calculation ------------------------------------------------------------------------------
     def update_one_group_runtime(self, info: QuotaInfo) -> None:

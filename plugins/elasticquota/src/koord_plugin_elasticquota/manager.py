@@ -27,7 +27,7 @@ from typing import Any
 
 from koord_framework.api.objects import PodInfo
 from koord_framework.api.resources import add, is_zero, mask, max_each, subtract
-from koord_plugin_elasticquota.calculator import RuntimeQuotaCalculator
+from koord_plugin_elasticquota.calculator import ChangeCounter, RuntimeQuotaCalculator
 from koord_plugin_elasticquota.quota_info import QuotaInfo, add_non_negative
 from koord_plugin_elasticquota.quota_object import (
     DEFAULT_QUOTA_NAME,
@@ -82,6 +82,8 @@ class GroupQuotaManager:
         self.children_of: dict[str, set[str]] = {ROOT_QUOTA_NAME: set()}
         self.scale_min = ScaleMinQuotaManager()
         self.nodes: dict[str, dict[str, int]] = {}
+        self.changes = ChangeCounter()
+        """Bumped by every calculator change; a quota refreshed since the last bump has a current runtime."""
         # Only the default tree has the system and default quotas.
         if tree_id == "":
             for name, max_ in ((SYSTEM_QUOTA_NAME, system_max), (DEFAULT_QUOTA_NAME, default_max)):
@@ -89,7 +91,7 @@ class GroupQuotaManager:
                 info.calc.max = dict(max_ or {})
                 self.infos[name] = info
         self.infos[ROOT_QUOTA_NAME] = QuotaInfo(ROOT_QUOTA_NAME, "", True, False)
-        self.calculators[ROOT_QUOTA_NAME] = RuntimeQuotaCalculator(ROOT_QUOTA_NAME)
+        self.calculators[ROOT_QUOTA_NAME] = RuntimeQuotaCalculator(ROOT_QUOTA_NAME, self.changes)
 
     # --- reading -----------------------------------------------------------------------------------
     def get_quota_info(self, name: str) -> QuotaInfo | None:
@@ -230,6 +232,8 @@ class GroupQuotaManager:
             return dict(self.total_except_system_and_default)
         if name in _BUILTIN:
             return dict(info.calc.max)
+        if info.refreshed_at == self.changes.value and info.refreshed_at >= 0:
+            return info.masked_runtime()  # nothing any runtime depends on changed since
         path = self.path_to_root(name)
         total: dict[str, int] = dict(self.total_except_system_and_default)
         for i in range(len(path) - 1, -1, -1):
@@ -251,7 +255,8 @@ class GroupQuotaManager:
             if i >= 1:
                 own_calc.set_cluster_total(sub_total)
             total = sub_total
-        return path[0].masked_runtime()
+        info.refreshed_at = self.changes.value
+        return info.masked_runtime()
 
     # --- quotas --------------------------------------------------------------------------------------
     def update_quota(self, quota: ElasticQuotaSpec | Mapping[str, Any]) -> None:
@@ -303,8 +308,8 @@ class GroupQuotaManager:
         self.children_of.setdefault(new.parent, set()).add(new.name)
         self.children_of.setdefault(new.name, set())
         if old is None:
-            self.calculators[new.name] = RuntimeQuotaCalculator(new.name)
-            self.calculators.setdefault(new.parent, RuntimeQuotaCalculator(new.parent))
+            self.calculators[new.name] = RuntimeQuotaCalculator(new.name, self.changes)
+            self.calculators.setdefault(new.parent, RuntimeQuotaCalculator(new.parent, self.changes))
             self.infos[new.name] = QuotaInfo(new.name, new.parent, new.is_parent, new.allow_lent_resource)
         old_max = old.calc.max if old is not None else {}
         if new.calc.max != old_max:
@@ -441,7 +446,7 @@ class GroupQuotaManager:
             info.clear_for_reset()
         self._reset_root_used_and_request()
         self.scale_min = ScaleMinQuotaManager()
-        self.calculators = {ROOT_QUOTA_NAME: RuntimeQuotaCalculator(ROOT_QUOTA_NAME)}
+        self.calculators = {ROOT_QUOTA_NAME: RuntimeQuotaCalculator(ROOT_QUOTA_NAME, self.changes)}
         self.calculators[ROOT_QUOTA_NAME].set_cluster_total(self.total_except_system_and_default)
         self._reset_recursive(ROOT_QUOTA_NAME, set())
         self.resource_keys = set()
@@ -456,8 +461,8 @@ class GroupQuotaManager:
                 continue  # a cycle or a dangling child: never walk it twice
             seen.add(name)
             info = self.infos[name]
-            self.calculators[name] = RuntimeQuotaCalculator(name)
-            self.calculators.setdefault(info.parent, RuntimeQuotaCalculator(info.parent))
+            self.calculators[name] = RuntimeQuotaCalculator(name, self.changes)
+            self.calculators.setdefault(info.parent, RuntimeQuotaCalculator(info.parent, self.changes))
             self.calculators[info.parent].update_one_group_max(info)
             info.calc.auto_scale_min = dict(info.calc.min)
             self.calculators[info.parent].update_one_group_min(info)

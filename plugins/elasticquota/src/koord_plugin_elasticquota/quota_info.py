@@ -16,7 +16,9 @@ __all__ = ["CalculateInfo", "PodEntry", "QuotaInfo", "add_non_negative", "limite
 
 
 def add_non_negative(a: dict[str, int], b: dict[str, int] | None) -> dict[str, int]:
-    out = add(a, b or {})
+    if not b:
+        return a
+    out = add(a, b)
     for key, value in out.items():
         if value < 0:
             out[key] = 0
@@ -70,6 +72,8 @@ class QuotaInfo:
     is_parent: bool
     allow_lent_resource: bool
     runtime_version: int = 0
+    refreshed_at: int = -1
+    """The manager's change count when the runtime was last refreshed (-1: never)."""
     calc: CalculateInfo = field(default_factory=CalculateInfo)
     pods: dict[str, PodEntry] = field(default_factory=dict)
     """Pods of this quota by ``namespace/name`` (upstream's pod cache key)."""
@@ -115,6 +119,7 @@ class QuotaInfo:
         ):
             setattr(ci, name, {})
         self.runtime_version = 0
+        self.refreshed_at = -1
 
     def is_pod_assigned(self, pod: PodInfo | None) -> bool:
         if pod is None:
