@@ -2,7 +2,7 @@
 
     python bench/elasticquota.py [--nodes 1000] [--pods 15000] [--waves 5] [--out FILE]
 
-1,000 nodes (32 cores, 128 GiB each), 30 ElasticQuotas in a two-level tree (5 organisations, each a parent of
+1,000 nodes (24 cores, 96 GiB each), 30 ElasticQuotas in a two-level tree (5 organisations, each a parent of
 5 teams), and 15,000 pods arriving in waves with a different demand per team (a skewed share of the pods:
 some teams stay under their min and lend, others borrow, a few hit their max). The same pods are scheduled
 twice on fresh clusters: by kube-scheduler's default profile plus ElasticQuota (PreFilter, PostFilter,
@@ -31,7 +31,7 @@ from koord_framework.scheduler.scheduler import Scheduler
 Obj = dict[str, Any]
 LABEL = "quota.scheduling.koordinator.sh/name"
 ORGS, TEAMS = 5, 5
-NODE_CPU, NODE_MEM_GI = 32, 128
+NODE_CPU, NODE_MEM_GI = 24, 96
 POD_CPU, POD_MEM_GI = 2, 4
 MIN_PODS_PER_SECOND = 500.0
 MIN_RATIO = 0.5
