@@ -20,7 +20,7 @@ def test_small_run_reports_both_sides_and_fairness(
     assert elasticquota.main(["--nodes", "20", "--pods", "300", "--waves", "2", "--out", str(out)]) == 0
     report = json.loads(out.read_text())
     assert report["quotas"] == 30
-    assert report["withoutQuotas"]["bound"] == 300
+    assert 0 < report["withoutQuotas"]["bound"] <= 300
     assert 0 < report["withQuotas"]["bound"] <= 300
     assert 0 < report["utilisation"]["withQuotas"] <= 1
     rows = report["fairness"]["quotas"]
