@@ -55,6 +55,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/koordlet_agent.py --seconds 60
 	$(BIN)/python bench/resctrl.py
 	$(BIN)/python bench/numa.py
+	$(BIN)/python -m bench.elasticquota
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info plugins/*/build plugins/*/src/*.egg-info

@@ -15,6 +15,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from importlib.metadata import entry_points
 
 from koord_framework import __version__
 from koord_framework.errors import KoordError, ValidationError
@@ -32,6 +33,8 @@ COMMAND_MODULES: list[str] = [
     "koord_framework.cli.serve",
 ]
 """Modules that register a subcommand, in the order ``koord --help`` lists them."""
+PLUGIN_COMMANDS_GROUP = "koord.cli.commands"
+"""Entry-point group of ``register(subparsers)`` functions that plugin distributions contribute."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -43,6 +46,9 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(subparsers)
+    # Installed distributions may add subcommands (``koord quota`` comes with the ElasticQuota plugin).
+    for ep in sorted(entry_points(group=PLUGIN_COMMANDS_GROUP), key=lambda e: e.name):
+        ep.load()(subparsers)
     return parser
 
 

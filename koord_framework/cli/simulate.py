@@ -129,6 +129,12 @@ def render_table(result: SimulationResult, *, explain: bool = False) -> str:
         f" in {s['seconds']:.2f} s ({s['podsPerSecond']:.0f} pods/s)"
     )
     if explain:
+        # The MESSAGE column is cut to the terminal; an explanation wants the whole reason (a quota's
+        # runtime, used and request, say).
+        refused = [p for p in result.pods if p.status != "Scheduled" and p.message]
+        if refused:
+            lines.append("")
+            lines.extend(f"{p.pod}: {p.message}" for p in refused)
         lines.append("per-node Filter verdicts and scores: --output json or --output yaml")
     if result.nodes:
         lines.append("")

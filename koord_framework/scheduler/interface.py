@@ -157,6 +157,34 @@ class Handle(BaseHandle):
         return ()
 
 
+# --- controllers -------------------------------------------------------------------------------------
+class BackgroundController(abc.ABC):
+    """Work a plugin runs in the scheduler process beside the scheduling cycles (Koordinator's
+    ``frameworkext.Controller``: quota status writers, revoke loops).
+
+    The live scheduler calls ``tick`` from its loop; simulations do not (they have no wall time to spend).
+    """
+
+    @abc.abstractmethod
+    def tick(self, now: float) -> float | None:
+        """Do what is due at ``now``; return when the controller next wants to run (None: not again)."""
+
+
+class ControllerProvider(abc.ABC):
+    """A plugin that runs controllers; the scheduler asks once, after constructing the plugin."""
+
+    @abc.abstractmethod
+    def new_controllers(self) -> list[BackgroundController]: ...
+
+
+class SimulationReporter(abc.ABC):
+    """A plugin with state worth showing after ``koord simulate`` (quota usage, ...): the JSON output gets
+    ``plugins.<name>`` = ``simulation_report()``."""
+
+    @abc.abstractmethod
+    def simulation_report(self) -> dict[str, object]: ...
+
+
 # --- extension points -----------------------------------------------------------------------------
 class SchedulerPlugin(Plugin):
     """Base of scheduler plugins: constructed once per profile with validated args and the handle."""
@@ -389,9 +417,11 @@ def implements(cls: type, point: str) -> bool:
 __all__ = [
     "EXTENSION_POINTS",
     "PROFILE_KEYS",
+    "BackgroundController",
     "BindPlugin",
     "BoolArray",
     "ClusterEvent",
+    "ControllerProvider",
     "CycleState",
     "EnqueueExtensions",
     "FilterPlugin",
@@ -416,6 +446,7 @@ __all__ = [
     "SchedulerPlugin",
     "ScoreExtensions",
     "ScorePlugin",
+    "SimulationReporter",
     "Status",
     "VectorFilter",
     "VectorScore",

@@ -53,7 +53,13 @@ from koord_framework.scheduler.framework import (
 )
 from koord_framework.scheduler.frameworkext import ReservePodQueue, is_reserve_pod, reservation_name_of
 from koord_framework.scheduler.handle import SchedulerHandle
-from koord_framework.scheduler.interface import ClusterEvent, QueuedPodInfo, WaitingPod
+from koord_framework.scheduler.interface import (
+    BackgroundController,
+    ClusterEvent,
+    ControllerProvider,
+    QueuedPodInfo,
+    WaitingPod,
+)
 from koord_framework.scheduler.metrics import SchedulerMetrics
 from koord_framework.scheduler.nodeinfo import NodeInfo
 from koord_framework.scheduler.queue import SchedulingQueue
@@ -470,6 +476,14 @@ class Scheduler:
             sort_key=sort_key if callable(sort_key) else None,
         )
         self.metrics.set_pending_source(self.queue.lengths)
+        self.controllers: list[BackgroundController] = [
+            c
+            for fw in self.frameworks.values()
+            for plugin in fw.plugins.values()
+            if isinstance(plugin, ControllerProvider)
+            for c in plugin.new_controllers()
+        ]
+        self._controller_due: list[float | None] = [0.0] * len(self.controllers)
 
     @classmethod
     def from_config(cls, cluster: ClusterPort, loaded: LoadedSchedulerConfig, **kwargs: Any) -> Scheduler:
@@ -1117,12 +1131,27 @@ class Scheduler:
         self._drain_bindings()
         return cycles
 
+    def tick_controllers(self) -> float | None:
+        """Run the plugins' controllers that are due; returns the earliest next due time."""
+        now = self.clock.now()
+        for i, controller in enumerate(self.controllers):
+            due = self._controller_due[i]
+            if due is not None and due <= now:
+                try:
+                    self._controller_due[i] = controller.tick(now)
+                except Exception:  # a controller's failure must not stop scheduling
+                    log.exception("controller %s failed; retrying in 1 s", type(controller).__name__)
+                    self._controller_due[i] = now + 1.0
+        pending = [d for d in self._controller_due if d is not None]
+        return min(pending) if pending else None
+
     def run(self, stop: threading.Event, *, poll: float = 0.5) -> None:
         """The live loop: schedule as pods come, until ``stop`` is set (bindings run asynchronously)."""
         self.start()
         last_flush = self.clock.now()
         while not stop.is_set() and not self._stopped:
             self.expire_permits()
+            self.tick_controllers()
             now = self.clock.now()
             if now - last_flush >= 30.0:
                 self.queue.flush_unschedulable_leftover()

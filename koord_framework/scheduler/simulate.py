@@ -23,6 +23,7 @@ from koord_framework.cluster.clock import VirtualClock
 from koord_framework.cluster.memory import MemoryCluster
 from koord_framework.config.loader import LoadedSchedulerConfig, load_scheduler_config
 from koord_framework.registry import PluginRegistry
+from koord_framework.scheduler.interface import SimulationReporter
 from koord_framework.scheduler.scheduler import PodOutcome, Scheduler
 
 SCHEDULED, UNSCHEDULABLE, WAITING = "Scheduled", "Unschedulable", "Waiting"
@@ -108,6 +109,8 @@ class SimulationResult:
     """Pending pods that name a scheduler no profile serves (left alone, as kube-scheduler leaves them)."""
     cycles: int = 0
     reservations: list[ReservationReport] = field(default_factory=list)
+    plugins: dict[str, Any] = field(default_factory=dict)
+    """``SimulationReporter`` plugins' reports after the run, by plugin name."""
 
     def count(self, status: str) -> int:
         return sum(1 for p in self.pods if p.status == status)
@@ -138,6 +141,8 @@ class SimulationResult:
         }
         if self.reservations:
             out["reservations"] = [r.to_dict() for r in self.reservations]
+        if self.plugins:
+            out["plugins"] = self.plugins
         return out
 
 
@@ -181,6 +186,10 @@ def simulate(
     pods = _pod_reports(sched, [p.uid for p in ours], explain)
     result = SimulationResult(pods, _node_reports(sched), seconds, len(pending) - len(ours), cycles)
     result.reservations = _reservation_reports(sched, cluster)
+    for fw in sched.frameworks.values():
+        for name, plugin in fw.plugins.items():
+            if isinstance(plugin, SimulationReporter):
+                result.plugins[name] = plugin.simulation_report()
     return result, cluster
 
 

@@ -133,6 +133,8 @@ def test_rbac_grants_what_each_component_does() -> None:
     assert _allowed(scheduler, "", "pods/binding", "create")
     assert _allowed(scheduler, "coordination.k8s.io", "leases", "update")
     assert _allowed(scheduler, "slo.koordinator.sh", "nodemetrics", "watch")
+    assert _allowed(scheduler, "scheduling.sigs.k8s.io", "elasticquotas", "patch")
+    assert _allowed(scheduler, "", "pods/eviction", "create"), "ElasticQuota's revoke controller evicts"
     assert _allowed(descheduler, "", "pods/eviction", "create")
     assert not _allowed(descheduler, "", "pods", "delete"), "the descheduler evicts, it never deletes"
     assert _allowed(descheduler, "coordination.k8s.io", "leases", "create")
