@@ -3,6 +3,7 @@ PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 PLUGINS := $(sort $(wildcard plugins/*/pyproject.toml))
+LIBS := $(sort $(wildcard libs/*/pyproject.toml))
 NATIVE := $(wildcard native/pyproject.toml)
 STAMP := $(VENV)/.installed
 
@@ -11,10 +12,10 @@ STAMP := $(VENV)/.installed
 install: $(STAMP)
 
 # Re-install when any distribution's metadata changes (new plugin, new entry point, new dependency).
-$(STAMP): pyproject.toml $(PLUGINS) $(NATIVE)
+$(STAMP): pyproject.toml $(LIBS) $(PLUGINS) $(NATIVE)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev]' $(foreach p,$(PLUGINS),-e $(dir $(p))) $(if $(NATIVE),-e native)
+	$(BIN)/python -m pip install -q -e '.[dev]' $(foreach p,$(LIBS) $(PLUGINS),-e $(dir $(p))) $(if $(NATIVE),-e native)
 	@touch $(STAMP)
 
 # The main job: schedule the example cluster with Koordinator's profile, explaining nothing but the outcome.
@@ -29,7 +30,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 
 types: $(STAMP)
-	$(BIN)/mypy koord_framework $(patsubst %/__init__.py,%,$(wildcard plugins/*/src/koord_plugin_*/__init__.py))
+	$(BIN)/mypy koord_framework $(patsubst %/__init__.py,%,$(wildcard libs/*/src/koord_lib_*/__init__.py plugins/*/src/koord_plugin_*/__init__.py))
 
 imports: $(STAMP)
 	$(BIN)/lint-imports --config "$$($(BIN)/python tools/importlinter_config.py)"
@@ -47,9 +48,9 @@ e2e: $(STAMP)
 	$(BIN)/pytest -m e2e tests/e2e -q
 
 bench: $(STAMP)
-	$(BIN)/python -m bench
+	$(BIN)/python -m bench --check
 	$(BIN)/python bench/descheduler_round.py
 	$(BIN)/python bench/koordlet_agent.py --seconds 60
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info plugins/*/build plugins/*/src/*.egg-info
+	rm -rf $(VENV) build dist *.egg-info plugins/*/build plugins/*/src/*.egg-info libs/*/build libs/*/src/*.egg-info

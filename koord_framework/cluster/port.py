@@ -15,7 +15,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from koord_framework.cluster.clock import Clock
 from koord_framework.errors import ConflictError
@@ -73,6 +73,30 @@ def uid_precondition_failed(namespace: str, name: str, wanted: str, found: objec
         f"evicting pod {namespace}/{name}: Precondition failed: UID in precondition: {wanted}, "
         f"UID in object meta: {found}"
     )
+
+
+class Informer(Protocol):
+    """The shared informer above the port, as plugins see it (``Handle.informer``): the latest object of each
+    kind it follows, and callbacks on changes. Objects are shared read-only dicts: never modify them."""
+
+    def get(self, kind: str, name: str, namespace: str = "") -> Obj | None:
+        """The cached object, or None (namespaced kinds default to namespace ``default``)."""
+
+    def list(self, kind: str, namespace: str | None = None) -> list[Obj]:
+        """The cached objects of a kind, optionally of one namespace."""
+
+    def has_synced(self, kind: str) -> bool:
+        """Whether ``kind`` has been listed."""
+
+    def add_handler(
+        self,
+        kind: str,
+        on_add: Callable[[Obj], None] | None = None,
+        on_update: Callable[[Obj, Obj], None] | None = None,
+        on_delete: Callable[[Obj], None] | None = None,
+    ) -> Callable[[], None]:
+        """Call back on changes of ``kind`` (the objects already cached first go to ``on_add``); returns
+        the function that removes the handler. Register at construction time."""
 
 
 class ClusterPort(abc.ABC):

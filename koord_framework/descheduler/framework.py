@@ -39,16 +39,13 @@ from koord_framework.descheduler.interface import (
     PreEvictionFilterPlugin,
     Status,
 )
+from koord_framework.descheduler.interface import EvictionFailed as EvictionFailed  # public there
 from koord_framework.descheduler.node_usage import NodeMetricInfo, NodePods
 from koord_framework.errors import KoordError, Problem, ValidationError
 from koord_framework.plugin import Plugin, PluginArgs
 
 if TYPE_CHECKING:
     from koord_framework.config.loader import ResolvedDeschedulerProfile
-
-
-class EvictionFailed(Exception):
-    """Raised by an Evict plugin to refuse an eviction with a reason the framework records."""
 
 
 @dataclass(frozen=True)
@@ -157,6 +154,9 @@ class DeschedulerFramework(Handle):
         self.pre_eviction_filter_plugins: list[PreEvictionFilterPlugin] = []
         self.evict_plugins: list[EvictPlugin] = []
         self._build()
+
+    def _component_slots(self) -> dict[Any, Any]:
+        return self.services.shared_slots
 
     # --- construction ---------------------------------------------------------------------------------
     def _build(self) -> None:

@@ -43,6 +43,10 @@ PodFilter = Callable[[PodInfo], bool]
 
 
 # --- values passed between the framework and plugins ---------------------------------------------------
+class EvictionFailed(Exception):
+    """Raised by an Evict plugin to refuse an eviction with a reason the framework records."""
+
+
 @dataclass(frozen=True, slots=True)
 class EvictOptions:
     """Why and by whom a pod is evicted. ``plugin_name`` is filled by the framework when left empty."""
@@ -270,6 +274,7 @@ __all__ = [
     "DeschedulerPlugin",
     "EvictOptions",
     "EvictPlugin",
+    "EvictionFailed",
     "Evictor",
     "FilterPlugin",
     "Handle",

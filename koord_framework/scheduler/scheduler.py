@@ -52,7 +52,7 @@ from koord_framework.scheduler.framework import (
     narrowing_plugins,
 )
 from koord_framework.scheduler.handle import SchedulerHandle
-from koord_framework.scheduler.interface import ClusterEvent, QueuedPodInfo, WaitingPod
+from koord_framework.scheduler.interface import ClusterEvent, NodeToStatusReader, QueuedPodInfo, WaitingPod
 from koord_framework.scheduler.metrics import SchedulerMetrics
 from koord_framework.scheduler.nodeinfo import NodeInfo
 from koord_framework.scheduler.queue import SchedulingQueue
@@ -185,7 +185,7 @@ class Diagnosis:
         return msg
 
 
-class NodeToStatus(Mapping[str, Status]):
+class NodeToStatus(NodeToStatusReader):
     """Node → rejection status for PostFilter, lazily covering nodes outside ``explicit`` with ``absent``.
 
     ``codes(rows)`` answers for many snapshot rows at once (the ``Code`` of each row's status, -1 for none),
@@ -432,6 +432,8 @@ class Scheduler:
         self.scheduled_count = 0
         self.attempt_count = 0
 
+        self.shared_slots: dict[Any, Any] = {}
+        """What plugins of every profile share (``Handle.shared(scope="component")``)."""
         # The typed caches exist before the plugins, so that plugin constructors can share them.
         self.pod_cache: PodCache = PodCache(self.informer)
         self.node_cache: NodeCache = NodeCache(self.informer)

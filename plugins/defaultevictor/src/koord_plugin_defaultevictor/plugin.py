@@ -22,17 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from koord_framework.api.constants import (
-    ANNOTATION_CONFIG_SOURCE,
-    ANNOTATION_DESCHEDULER_EVICT,
-    ANNOTATION_MIRROR_POD,
-    SYSTEM_CRITICAL_PRIORITY,
-)
-from koord_framework.api.objects import PodInfo
-from koord_framework.api.selectors import LabelSelector, parse_label_selector
-from koord_framework.cluster.port import EventRecord
-from koord_framework.descheduler.args import parse_selector_model
-from koord_framework.descheduler.evictor_filters import (
+from koord_lib_descheduling.evictor_filters import (
     evictable_by_priority,
     has_evict_annotation,
     has_local_storage,
@@ -46,9 +36,20 @@ from koord_framework.descheduler.evictor_filters import (
     pod_fits_any_other_node,
     resolve_priority_threshold,
 )
-from koord_framework.descheduler.framework import EvictionFailed
+
+from koord_framework.api.constants import (
+    ANNOTATION_CONFIG_SOURCE,
+    ANNOTATION_DESCHEDULER_EVICT,
+    ANNOTATION_MIRROR_POD,
+    SYSTEM_CRITICAL_PRIORITY,
+)
+from koord_framework.api.objects import PodInfo
+from koord_framework.api.selectors import LabelSelector, parse_label_selector
+from koord_framework.cluster.port import EventRecord
+from koord_framework.descheduler.args import parse_selector_model
 from koord_framework.descheduler.interface import (
     DeschedulerPlugin,
+    EvictionFailed,
     EvictOptions,
     EvictPlugin,
     FilterPlugin,

@@ -21,7 +21,6 @@ When no node fits, find nodes where removing lower-priority pods makes room:
 from __future__ import annotations
 
 import random
-import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -38,15 +37,15 @@ from koord_framework.scheduler.interface import (
     Handle,
     NodeInfo,
     NodeTable,
+    NodeToStatusReader,
     PostFilterPlugin,
     PostFilterResult,
     SchedulerPlugin,
+    SnapshotView,
 )
-from koord_framework.scheduler.scheduler import NodeToStatus
 from koord_framework.scheduler.status import Code, Status
 from koord_framework.scheduler.table import Int64Array
-from koord_plugin_kubernetes._podcounts import snapshot_of
-from koord_plugin_kubernetes._rowcache import row_cache
+from koord_plugin_kubernetes._rowcache import RowCache, row_cache
 from koord_plugin_kubernetes.args import DefaultPreemptionArgs
 
 COMPONENT = "koord-scheduler"
@@ -184,25 +183,24 @@ def pick_one_node(candidates: Sequence[Candidate], now: float) -> Candidate | No
     return remaining[0]
 
 
-_VICTIMS: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
-"""One victims histogram per registry: several profiles share a scheduler's registry."""
-
-
-def _victims_histogram(registry: Any) -> Any:
+def _victims_histogram(handle: Handle) -> Any:
+    """One histogram per metrics registry: every profile of a scheduler shares its registry, hence the
+    component-wide slot."""
+    registry = handle.metrics
     if registry is None:
         return None
-    hist = _VICTIMS.get(registry)
-    if hist is None:
+
+    def build() -> Any:
         from prometheus_client import Histogram
 
-        hist = Histogram(
+        return Histogram(
             "koord_scheduler_preemption_victims",
             "Number of victims selected by a successful preemption",
             buckets=(1, 2, 4, 8, 16, 32, 64),
             registry=registry,
         )
-        _VICTIMS[registry] = hist
-    return hist
+
+    return handle.shared("koord_plugin_kubernetes.preemption_victims", build, scope="component")
 
 
 class DefaultPreemption(SchedulerPlugin, PostFilterPlugin):
@@ -216,7 +214,7 @@ class DefaultPreemption(SchedulerPlugin, PostFilterPlugin):
         self._rng = random.Random(seed)
         # Attempts are counted by the framework (koord_scheduler_preemption_attempts_total); the plugin adds
         # only what the framework cannot see: how many victims a successful preemption chose.
-        self._victims_hist: Any = _victims_histogram(self.handle.metrics)
+        self._victims_hist: Any = _victims_histogram(self.handle)
 
     # --- the candidate count ------------------------------------------------------------------------
     def calculate_num_candidates(self, num_nodes: int) -> int:
@@ -343,11 +341,11 @@ class DefaultPreemption(SchedulerPlugin, PostFilterPlugin):
         a pod of lower priority has no victims: when that leaves nothing to dry-run, the outcome — and the
         message counting both kinds of node — is known without visiting nodes one by one. Returns None
         when some node might have victims (then the dry run decides), or when the statuses are not the
-        framework's ``NodeToStatus``.
+        framework's ``NodeToStatusReader``.
         """
-        snap = snapshot_of(self.handle)
+        snap = self.handle.snapshot
         cache = row_cache(self.handle, self.name)
-        if snap is None or cache is None or not isinstance(filtered, NodeToStatus):
+        if snap is None or cache is None or not isinstance(filtered, NodeToStatusReader):
             return None
         if self.handle.node_infos() is not snap.node_list:
             return None
@@ -365,7 +363,7 @@ class DefaultPreemption(SchedulerPlugin, PostFilterPlugin):
             self.offset_and_num_candidates(n_potential)  # the same random draw as the dry run would make
         return _hopeless_message(num_nodes, n_potential)
 
-    def _lowest_of_rows(self, cache: Any, snap: Any, rows: Int64Array) -> Int64Array:
+    def _lowest_of_rows(self, cache: RowCache, snap: SnapshotView, rows: Int64Array) -> Int64Array:
         found: Int64Array = cache.take(
             "lowest-priority", rows, _lowest_priority_rows, _lowest_priority, snap.by_row
         )
@@ -376,7 +374,7 @@ class DefaultPreemption(SchedulerPlugin, PostFilterPlugin):
         nodes it is kept per row and patched from the change log, instead of scanning every pod of every node
         whenever a pod fails to fit."""
         cache = row_cache(self.handle, self.name)
-        snap = snapshot_of(self.handle)
+        snap = self.handle.snapshot
         if cache is None or snap is None or not all(snap.by_row[ni.row] is ni for ni in nodes):
             return [_lowest_priority(ni) for ni in nodes]
         rows = np.fromiter((ni.row for ni in nodes), dtype=np.int64, count=len(nodes))

@@ -47,6 +47,7 @@ from koord_framework.scheduler.interface import (
     SchedulerPlugin,
     ScoreExtensions,
     ScorePlugin,
+    SnapshotView,
     VectorFilter,
     VectorScore,
 )
@@ -55,7 +56,7 @@ from koord_framework.scheduler.table import BoolArray, Int64Array
 from koord_plugin_kubernetes._clustercache import cluster_cache
 from koord_plugin_kubernetes._nodeindex import NodeAttributeIndex, node_index
 from koord_plugin_kubernetes._normalize import VectorNormalize
-from koord_plugin_kubernetes._podcounts import pod_counts, snapshot_of
+from koord_plugin_kubernetes._podcounts import pod_counts
 from koord_plugin_kubernetes.args import InterPodAffinityArgs
 
 ERR_REASON_EXISTING_ANTI_AFFINITY = "node(s) didn't satisfy existing pods anti-affinity rules"
@@ -203,7 +204,7 @@ class _ExistingTerms:
     def __init__(self, terms: _TermCache, hard_weight: int) -> None:
         self._terms = terms
         self._hard = hard_weight
-        self._snapshot: Any = None
+        self._snapshot: SnapshotView | None = None
         self._seq = 0
         self._rows: dict[int, Counter[GroupKey]] = {}
         self.groups: dict[GroupKey, dict[int, int]] = {}
@@ -212,7 +213,7 @@ class _ExistingTerms:
         """Group → the same counts as an array over every snapshot row (for required anti-affinity)."""
         self._size = 0
 
-    def refresh(self, snap: Any) -> None:
+    def refresh(self, snap: SnapshotView) -> None:
         changed = snap.rows_changed_since(self._seq) if self._snapshot is snap else None
         size = len(snap.by_row)
         if changed is None:
@@ -490,7 +491,7 @@ class InterPodAffinity(
     def pre_filter(
         self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]
     ) -> tuple[PreFilterResult | None, Status]:
-        snap = snapshot_of(self.handle)
+        snap = self.handle.snapshot
         has_affinity = _has_pod_affinity(pod)
         if not has_affinity and not _any_required_anti(snap, nodes):
             # Nothing can count: kube-scheduler's Skip (no existing anti-affinity match, no own terms),
@@ -649,7 +650,7 @@ class InterPodAffinity(
             )
         if self.ignore_existing_preferred and not has_constraints:
             return Status.skip()
-        snap = snapshot_of(self.handle)
+        snap = self.handle.snapshot
         if snap is not None and not has_affinity and not snap.have_pods_with_affinity():
             # No term anywhere to score with: kube-scheduler ends with an empty score map, hence Skip.
             return Status.skip()

@@ -19,9 +19,9 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 
 from koord_framework.api.objects import PodInfo
-from koord_framework.scheduler.framework import CodedStatuses, VectorFilterStatuses
 from koord_framework.scheduler.interface import (
     ClusterEvent,
+    CodedStatuses,
     CycleState,
     EnqueueExtensions,
     FilterPlugin,
@@ -34,6 +34,7 @@ from koord_framework.scheduler.interface import (
     SchedulerPlugin,
     ScorePlugin,
     VectorFilter,
+    VectorFilterStatuses,
     VectorScore,
 )
 from koord_framework.scheduler.nodeinfo import non_zero_requests
@@ -513,8 +514,12 @@ class NodeResourcesFit(
     ) -> Sequence[Status]:
         req = self._request(state, pod)
         if len(req.checks) > 62:  # more than a bit mask holds: node by node
-            by_row = self.handle.snapshot.by_row  # type: ignore[attr-defined]
-            return [self.filter(state, pod, by_row[r]) for r in rows.tolist()]
+            names = table.names
+            statuses = []
+            for r in rows.tolist():
+                ni = self.handle.node_info(names[r])
+                statuses.append(self.filter(state, pod, ni) if ni is not None else Status.unschedulable())
+            return statuses
         pods_col = table.resource_col(PODS)
         cols = [table.resource_col(name) for name, _ in req.checks]
         alloc = table.allocatable[rows]

@@ -8,9 +8,9 @@ import numpy as np
 from koord_framework.api.objects import PodInfo, Taint
 from koord_framework.api.selectors import tolerations_tolerate_taint
 from koord_framework.scheduler.constant_arrays import all_pass
-from koord_framework.scheduler.framework import CodedStatuses, VectorFilterStatuses
 from koord_framework.scheduler.interface import (
     ClusterEvent,
+    CodedStatuses,
     CycleState,
     EnqueueExtensions,
     FilterPlugin,
@@ -18,6 +18,7 @@ from koord_framework.scheduler.interface import (
     NodeTable,
     SchedulerPlugin,
     VectorFilter,
+    VectorFilterStatuses,
 )
 from koord_framework.scheduler.status import Status
 from koord_framework.scheduler.table import BoolArray, Int64Array

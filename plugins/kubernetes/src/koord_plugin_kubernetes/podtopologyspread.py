@@ -55,7 +55,7 @@ from koord_framework.scheduler.table import BoolArray, Int64Array
 from koord_plugin_kubernetes._clustercache import cluster_cache
 from koord_plugin_kubernetes._masks import required_affinity_mask
 from koord_plugin_kubernetes._nodeindex import node_index
-from koord_plugin_kubernetes._podcounts import pod_counts, snapshot_of
+from koord_plugin_kubernetes._podcounts import pod_counts
 from koord_plugin_kubernetes._resources import go_round
 from koord_plugin_kubernetes.args import SYSTEM_DEFAULTING, PodTopologySpreadArgs
 
@@ -300,7 +300,7 @@ class PodTopologySpread(
             return None, Status.skip()
         s = PreFilterState(constraints, [{} for _ in constraints])
         required = RequiredNodeAffinity.of(pod)
-        snap = snapshot_of(self.handle)
+        snap = self.handle.snapshot
         if snap is not None and nodes is snap.node_list:
             self._count_indexed(s, pod, required, snap)
         else:

@@ -17,9 +17,9 @@ from koord_framework.api.selectors import (
     tolerations_tolerate_taint,
 )
 from koord_framework.scheduler.constant_arrays import all_pass, filled
-from koord_framework.scheduler.framework import CodedStatuses, VectorFilterStatuses
 from koord_framework.scheduler.interface import (
     ClusterEvent,
+    CodedStatuses,
     CycleState,
     EnqueueExtensions,
     FilterPlugin,
@@ -31,6 +31,7 @@ from koord_framework.scheduler.interface import (
     ScoreExtensions,
     ScorePlugin,
     VectorFilter,
+    VectorFilterStatuses,
     VectorScore,
 )
 from koord_framework.scheduler.status import MAX_NODE_SCORE, Status

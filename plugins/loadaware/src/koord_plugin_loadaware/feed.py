@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from koord_framework.api.objects import PodInfo, condition_times
-from koord_framework.cluster.informer import SharedInformer
+from koord_framework.cluster.port import Informer
 from koord_framework.scheduler.nodeinfo import NodeInfo
 from koord_plugin_loadaware.args import LoadAwareSchedulingArgs
 from koord_plugin_loadaware.assign_cache import AssignCache
@@ -75,7 +75,7 @@ class ClusterFeed:
         self.vectorizer = vectorizer
         self.metrics = metrics
 
-    def subscribe(self, informer: SharedInformer) -> None:
+    def subscribe(self, informer: Informer) -> None:
         """Register the handlers; the informer replays what it already holds as adds."""
         informer.add_handler("NodeMetric", self.on_metric, self.on_metric_update, self.on_metric_delete)
         informer.add_handler("Pod", self.on_pod_add, self.on_pod_update, self.on_pod_delete)

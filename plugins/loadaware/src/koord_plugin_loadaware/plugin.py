@@ -24,9 +24,9 @@ from koord_framework.api.qos import PriorityClass
 from koord_framework.plugin import PluginArgs
 from koord_framework.scheduler.constant_arrays import all_pass
 from koord_framework.scheduler.cycle_state import CycleState
-from koord_framework.scheduler.framework import CodedStatuses, VectorFilterStatuses
 from koord_framework.scheduler.interface import (
     ClusterEvent,
+    CodedStatuses,
     EnqueueExtensions,
     FilterPlugin,
     Handle,
@@ -36,6 +36,7 @@ from koord_framework.scheduler.interface import (
     SchedulerPlugin,
     ScorePlugin,
     VectorFilter,
+    VectorFilterStatuses,
     VectorScore,
 )
 from koord_framework.scheduler.nodeinfo import NodeInfo
@@ -46,7 +47,7 @@ from koord_plugin_loadaware.assign_cache import AssignCache, NodeLoad
 from koord_plugin_loadaware.columns import CachedResult, LoadColumns, NodeView, ShapeCache
 from koord_plugin_loadaware.estimator import Estimator, go_round, load_estimator
 from koord_plugin_loadaware.feed import ClusterFeed
-from koord_plugin_loadaware.metrics import LoadAwareMetrics, Reason, weak_call
+from koord_plugin_loadaware.metrics import LoadAwareMetrics, Reason, build_collectors, weak_call
 from koord_plugin_loadaware.nodemetric import MetricReport
 from koord_plugin_loadaware.profile import FilterProfile, base_profile, node_profile
 from koord_plugin_loadaware.vectors import Vec, Vectorizer
@@ -168,9 +169,13 @@ class LoadAwareScheduling(
         )
         self._bound_rows = 0
         self._node_views: dict[str, tuple[NodeRecord, NodeView, FilterProfile]] = {}
+        registry = handle.metrics
+        collectors = handle.shared(
+            "koord_plugin_loadaware.metrics", lambda: build_collectors(registry), scope="component"
+        )
         self.metrics = LoadAwareMetrics(
-            handle.metrics,
-            getattr(handle, "profile_name", "") or "",
+            collectors,
+            handle.profile_name,
             staleness=weak_call(self, "_oldest_metric_age"),
             expired=weak_call(self, "_expired_node_count"),
             without=weak_call(self, "_nodes_without_metric"),

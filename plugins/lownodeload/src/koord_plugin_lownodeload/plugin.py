@@ -18,13 +18,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 
+from koord_lib_descheduling.sorter import resource_usage_score
+
 from koord_framework.api.objects import NodeRecord, PodInfo
 from koord_framework.api.selectors import LabelSelector as ParsedSelector
-from koord_framework.descheduler.anomaly import BasicDetector, DetectorCache, State
 from koord_framework.descheduler.args import parse_selector_model
 from koord_framework.descheduler.interface import BalancePlugin, DeschedulerPlugin, Handle, Status
-from koord_framework.descheduler.sorter import resource_usage_score
 from koord_framework.plugin import PluginArgs
+from koord_plugin_lownodeload.anomaly import BasicDetector, DetectorCache, State
 from koord_plugin_lownodeload.args import LoadAnomalyCondition, LowNodeLoadArgs
 from koord_plugin_lownodeload.balance import BalanceContext, evict_pods_from_source_nodes, eviction_reason
 from koord_plugin_lownodeload.classify import NodeLoad, classify, overutilized

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from typing import ClassVar, Literal
 
-from pydantic import Field
-
-from koord_framework.api.resources import MEMORY
-from koord_framework.koordlet.evict_policy import (
+from koord_lib_evictpolicy.evict_policy import (
     EvictResource,
     ThresholdEvictStrategy,
     priority_evict_infos,
 )
+from pydantic import Field
+
+from koord_framework.api.resources import MEMORY
 from koord_framework.koordlet.eviction import EVICT_REASON_PREFIX, EvictTask, ReleaseTarget
 from koord_framework.koordlet.metrics.cache import MetricKind
 from koord_framework.koordlet.nodeslo import ResourceThresholdStrategy

@@ -13,12 +13,13 @@ Koordinator's default Evict and Filter plugin (``pkg/descheduler/controllers/mig
 
 from __future__ import annotations
 
+from koord_lib_descheduling.evictor_filters import pod_fits_any_other_node
+
 from koord_framework.api.objects import PodInfo
-from koord_framework.descheduler.evictor_filters import pod_fits_any_other_node
-from koord_framework.descheduler.framework import EvictionFailed
 from koord_framework.descheduler.interface import (
     BackgroundPlugin,
     DeschedulerPlugin,
+    EvictionFailed,
     EvictOptions,
     EvictPlugin,
     FilterPlugin,

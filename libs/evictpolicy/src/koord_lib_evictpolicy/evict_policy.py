@@ -1,7 +1,8 @@
 """The threshold-eviction machinery the CPU and memory eviction strategies (``BECPUEvict``,
 ``BEMemoryEvict``) both build on. Koordinator shares the same pieces between its ``cpuevict`` and
-``memoryevict`` plugins through ``qosmanager/helpers`` and ``qosmanager/plugins/util``; here they live in
-the framework because plugins never import each other.
+``memoryevict`` plugins through ``qosmanager/helpers`` and ``qosmanager/plugins/util``; here they are a
+family library (ADR 0005): plugins never import each other, and the framework keeps only what its runtime
+calls.
 
 * ``ThresholdEvictStrategy`` -- the round both strategies run: cool time, the configured triggers in
   Koordinator's order (a trigger whose NodeSLO thresholds are invalid is skipped with the reason in the
