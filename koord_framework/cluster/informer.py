@@ -28,7 +28,6 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from koord_framework.api.objects import NodeRecord, PodInfo, condition_times, copy_pod_info
-from koord_framework.cluster.kinds import KINDS
 from koord_framework.cluster.memory import ResourceExpiredError
 from koord_framework.cluster.port import ClusterPort, Obj, WatchEvent
 
@@ -74,8 +73,9 @@ class SharedInformer:
     # --- lifecycle ---------------------------------------------------------------------------------
     def ensure(self, kind: str) -> None:
         """Start following ``kind`` (list, then watch from the listed version) unless already done."""
-        if kind not in KINDS:
-            raise ValueError(f"unknown kind {kind!r}; known kinds: {', '.join(sorted(KINDS))}")
+        kinds = self.cluster.kinds
+        if kind not in kinds:
+            raise ValueError(f"unknown kind {kind!r}; known kinds: {', '.join(sorted(kinds))}")
         with self._dispatch_lock:
             if kind in self._unsubscribe:
                 return
@@ -109,7 +109,7 @@ class SharedInformer:
     def get(self, kind: str, name: str, namespace: str = "") -> Obj | None:
         """The cached object (read-only), or None. Namespaced kinds default to namespace ``default``."""
         self.ensure(kind)
-        if KINDS[kind].namespaced:
+        if self.cluster.kinds[kind].namespaced:
             namespace = namespace or "default"
         with self._store_lock:
             return self._objects.get(kind, {}).get((namespace, name))

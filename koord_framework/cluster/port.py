@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from koord_framework.cluster.clock import Clock
+from koord_framework.cluster.kinds import KINDS, KindInfo
 from koord_framework.errors import ConflictError
 
 Obj = dict[str, Any]
@@ -100,9 +101,13 @@ class Informer(Protocol):
 
 
 class ClusterPort(abc.ABC):
-    """Abstract cluster. ``kind`` is a Kubernetes kind name from ``koord_framework.cluster.kinds``."""
+    """Abstract cluster. ``kind`` is a Kubernetes kind name the cluster's ``kinds`` know: the built-in ones
+    (``koord_framework.cluster.kinds``) and those installed distributions contribute (ADR 0004)."""
 
     clock: Clock
+    kinds: Mapping[str, KindInfo] = KINDS
+    """The kinds this cluster serves, by kind name: a ``KindRegistry`` of the built-in kinds and those the
+    installed distributions contribute (both adapters); the built-in ones only by default."""
 
     # --- reads --------------------------------------------------------------------------------------
     @abc.abstractmethod

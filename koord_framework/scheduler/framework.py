@@ -37,7 +37,7 @@ import numpy as np
 
 from koord_framework.api.objects import PodInfo
 from koord_framework.errors import PluginLoadError
-from koord_framework.plugin import Plugin
+from koord_framework.plugin import Plugin, close_plugins
 from koord_framework.scheduler.cycle_state import CycleState
 from koord_framework.scheduler.interface import (
     EXTENSION_POINT_TABLE,
@@ -295,6 +295,7 @@ class Framework:
         self.metrics = metrics
         self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
         self.plugins: dict[str, Plugin] = {}
+        self.closed = False
         for name in layout.order:
             klass = layout.classes[name]
             _check_vector_forms(name, klass)
@@ -341,6 +342,13 @@ class Framework:
         self.pre_bind: list[tuple[str, PreBindPlugin]] = points["PreBind"]
         self.bind: list[tuple[str, BindPlugin]] = points["Bind"]
         self.post_bind: list[tuple[str, PostBindPlugin]] = points["PostBind"]
+
+    def close(self) -> None:
+        """Call every plugin's ``close`` once, in reverse construction order; a failure is logged and the
+        rest still close."""
+        if not self.closed:
+            self.closed = True
+            close_plugins(self.plugins, f"profile {self.profile_name}")
 
     # --- introspection ------------------------------------------------------------------------------
     def plugin(self, name: str) -> Plugin:

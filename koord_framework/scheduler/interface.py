@@ -25,14 +25,14 @@ import abc
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from typing import ClassVar, Protocol, overload
+from typing import ClassVar, Protocol, cast, overload
 
 import numpy as np
 
 from koord_framework.api.objects import PodInfo
 from koord_framework.cluster.port import Informer
 from koord_framework.handle import BaseHandle
-from koord_framework.plugin import ExtensionPoint, Plugin, PluginArgs
+from koord_framework.plugin import ArgsT, ExtensionPoint, Plugin
 from koord_framework.scheduler.cycle_state import CycleState
 from koord_framework.scheduler.nodeinfo import NodeInfo
 from koord_framework.scheduler.status import Status
@@ -245,11 +245,12 @@ class Handle(BaseHandle):
 
 
 # --- extension points -----------------------------------------------------------------------------
-class SchedulerPlugin(Plugin):
+class SchedulerPlugin(Plugin[ArgsT]):
     """Base of scheduler plugins: constructed once per profile with validated args and the handle."""
 
-    def __init__(self, args: PluginArgs, handle: Handle) -> None:
-        self.args = args
+    def __init__(self, args: ArgsT, handle: Handle) -> None:
+        # Validated again when given raw (a mapping in a test): ``self.args`` is always ``Args``.
+        self.args = cast(ArgsT, type(self).parse_args(args))
         self.handle = handle
 
 

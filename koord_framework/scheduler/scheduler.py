@@ -37,7 +37,6 @@ import numpy as np
 from koord_framework.api.objects import NodeRecord, PodInfo, copy_pod_info
 from koord_framework.cluster.clock import Clock, VirtualClock
 from koord_framework.cluster.informer import NodeCache, PodCache, SharedInformer
-from koord_framework.cluster.kinds import KINDS
 from koord_framework.cluster.port import ClusterPort
 from koord_framework.errors import ClusterError
 from koord_framework.scheduler.cache import SchedulerCache, Snapshot
@@ -495,7 +494,7 @@ class Scheduler:
         if bound:
             self._move(EVENT_POD_ADD)
         for kind in sorted({ev.kind for evs in self._events.values() if evs for ev in evs}):
-            if kind in KINDS and kind not in ("Pod", "Node"):
+            if kind in self.cluster.kinds and kind not in ("Pod", "Node"):
                 # The informer replays existing objects to ``on_add`` at registration; those are not events.
                 relay = _EventRelay(self, kind)
                 self.informer.add_handler(kind, relay.on_add, relay.on_update, relay.on_delete)
@@ -507,6 +506,8 @@ class Scheduler:
         self.queue.close()
         if self._executor is not None:
             self._executor.shutdown(wait=True)
+        for fw in self.frameworks.values():
+            fw.close()  # every plugin's close(), once
 
     def __enter__(self) -> Scheduler:
         self.start()

@@ -56,7 +56,7 @@ from koord_framework.koordlet.metrics.cache import MetricKind
 from koord_framework.koordlet.nodeslo import ResourceThresholdStrategy
 from koord_framework.koordlet.qos import QOSContext, QOSStrategy
 from koord_framework.koordlet.states import NodeState, PodMeta
-from koord_framework.plugin import PluginArgs
+from koord_framework.plugin import ArgsT
 
 __all__ = [
     "PRIORITY_MID_VALUE_MAX",
@@ -255,7 +255,7 @@ def priority_evict_infos(
 TriggerT = TypeVar("TriggerT", bound=str)
 
 
-class ThresholdEvictStrategy(QOSStrategy, Generic[TriggerT]):
+class ThresholdEvictStrategy(QOSStrategy[ArgsT], Generic[TriggerT, ArgsT]):
     """Base of the eviction strategies. Subclasses set ``resource`` and ``pod_usage_metric`` and build one
     task per trigger in ``build_task`` (raising ``ConfigInvalid`` when the NodeSLO does not allow it).
 
@@ -270,7 +270,7 @@ class ThresholdEvictStrategy(QOSStrategy, Generic[TriggerT]):
 
     def __init__(
         self,
-        args: PluginArgs,
+        args: ArgsT,
         context: QOSContext,
         *,
         triggers: Sequence[TriggerT],

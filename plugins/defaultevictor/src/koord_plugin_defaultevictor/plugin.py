@@ -63,7 +63,6 @@ from koord_framework.errors import (
     TooManyRequestsError,
     ValidationError,
 )
-from koord_framework.plugin import PluginArgs
 from koord_plugin_defaultevictor.args import DefaultEvictorArgs
 
 SOFT_NO_EVICTION_ANNOTATION = "descheduler.alpha.kubernetes.io/prefer-no-eviction"
@@ -71,13 +70,15 @@ SOFT_NO_EVICTION_ANNOTATION = "descheduler.alpha.kubernetes.io/prefer-no-evictio
 Constraint = Callable[[PodInfo], str | None]
 
 
-class DefaultEvictor(DeschedulerPlugin, FilterPlugin, PreEvictionFilterPlugin, EvictPlugin):
+class DefaultEvictor(
+    DeschedulerPlugin[DefaultEvictorArgs], FilterPlugin, PreEvictionFilterPlugin, EvictPlugin
+):
     name = "DefaultEvictor"
     Args = DefaultEvictorArgs
 
-    def __init__(self, args: PluginArgs, handle: Handle) -> None:
+    def __init__(self, args: DefaultEvictorArgs, handle: Handle) -> None:
         super().__init__(args, handle)
-        assert isinstance(args, DefaultEvictorArgs)
+        args = self.args
         self.config: DefaultEvictorArgs = args
         self.constraints: list[Constraint] = []
         self._add_protections(args)

@@ -120,7 +120,7 @@ def load_aware_score(
 
 
 class LoadAwareScheduling(
-    SchedulerPlugin,
+    SchedulerPlugin[LoadAwareSchedulingArgs],
     PreFilterPlugin,
     FilterPlugin,
     VectorFilter,
@@ -135,10 +135,9 @@ class LoadAwareScheduling(
     name: ClassVar[str] = NAME
     Args: ClassVar[type[PluginArgs]] = LoadAwareSchedulingArgs
 
-    def __init__(self, args: PluginArgs, handle: Handle) -> None:
-        parsed = self.parse_args(args)
-        assert isinstance(parsed, LoadAwareSchedulingArgs)
-        super().__init__(parsed, handle)
+    def __init__(self, args: LoadAwareSchedulingArgs, handle: Handle) -> None:
+        super().__init__(args, handle)
+        parsed = self.args
         self.la_args: LoadAwareSchedulingArgs = parsed
         self.vectorizer = Vectorizer(parsed.resource_names())
         self.estimator: Estimator = load_estimator(parsed, handle)
@@ -185,6 +184,10 @@ class LoadAwareScheduling(
         self.cache: AssignCache = self.feed.cache
         self._lock = self.feed.lock
         self.feed.subscribe(handle.informer)
+
+    def close(self) -> None:
+        """Stop following the informer: it is the scheduler's and outlives this plugin."""
+        self.feed.unsubscribe()
 
     # --- events -----------------------------------------------------------------------------------------
     def events_to_register(self) -> list[ClusterEvent]:

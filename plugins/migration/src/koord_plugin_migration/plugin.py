@@ -26,7 +26,6 @@ from koord_framework.descheduler.interface import (
     Handle,
     PreEvictionFilterPlugin,
 )
-from koord_framework.plugin import PluginArgs
 from koord_plugin_migration.args import MigrationControllerArgs
 from koord_plugin_migration.controller import MigrationReconciler
 from koord_plugin_migration.filters import MigrationFilter
@@ -34,14 +33,18 @@ from koord_plugin_migration.workloads import ControllerFinder
 
 
 class MigrationController(
-    DeschedulerPlugin, FilterPlugin, PreEvictionFilterPlugin, EvictPlugin, BackgroundPlugin
+    DeschedulerPlugin[MigrationControllerArgs],
+    FilterPlugin,
+    PreEvictionFilterPlugin,
+    EvictPlugin,
+    BackgroundPlugin,
 ):
     name = "MigrationController"
     Args = MigrationControllerArgs
 
-    def __init__(self, args: PluginArgs, handle: Handle) -> None:
+    def __init__(self, args: MigrationControllerArgs, handle: Handle) -> None:
         super().__init__(args, handle)
-        assert isinstance(args, MigrationControllerArgs)
+        args = self.args
         self.config: MigrationControllerArgs = args
         self.finder = ControllerFinder(handle.cluster)
         self.migration_filter = MigrationFilter(args, handle, self.finder)
