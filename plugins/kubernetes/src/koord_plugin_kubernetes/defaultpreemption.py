@@ -212,6 +212,7 @@ class DefaultPreemption(SchedulerPlugin, PostFilterPlugin):
         self.min_pct = args.min_candidate_nodes_percentage
         self.min_abs = args.min_candidate_nodes_absolute
         self._rng = random.Random(seed)
+        self._hopeless_messages: dict[tuple[int, int], str] = {}
         # Attempts are counted by the framework (koord_scheduler_preemption_attempts_total); the plugin adds
         # only what the framework cannot see: how many victims a successful preemption chose.
         self._victims_hist: Any = _victims_histogram(self.handle)
@@ -361,7 +362,7 @@ class DefaultPreemption(SchedulerPlugin, PostFilterPlugin):
             if int(np.minimum.reduce(lowest)) < pod.priority_value:
                 return None
             self.offset_and_num_candidates(n_potential)  # the same random draw as the dry run would make
-        return _hopeless_message(num_nodes, n_potential)
+        return _hopeless_message(self._hopeless_messages, num_nodes, n_potential)
 
     def _lowest_of_rows(self, cache: RowCache, snap: SnapshotView, rows: Int64Array) -> Int64Array:
         found: Int64Array = cache.take(
@@ -513,21 +514,18 @@ class DefaultPreemption(SchedulerPlugin, PostFilterPlugin):
                 continue
 
 
-def _hopeless_message(num_nodes: int, n_potential: int) -> str:
+def _hopeless_message(messages: dict[tuple[int, int], str], num_nodes: int, n_potential: int) -> str:
     """The fit error of ``_hopeless``; pods keep failing the same way, so the text is built once per
-    (nodes, nodes without victims)."""
+    (nodes, nodes without victims) and kept in ``messages`` (the plugin's own)."""
     key = (num_nodes, n_potential)
-    found = _HOPELESS_MESSAGES.get(key)
+    found = messages.get(key)
     if found is None:
         counts = [(_NOT_HELPFUL_STATUS, num_nodes - n_potential), (_NO_VICTIMS_STATUS, n_potential)]
         found = _fit_error_counts(num_nodes, [(st, n) for st, n in counts if n])
-        if len(_HOPELESS_MESSAGES) >= 1024:
-            _HOPELESS_MESSAGES.clear()
-        _HOPELESS_MESSAGES[key] = found
+        if len(messages) >= 1024:
+            messages.clear()
+        messages[key] = found
     return found
-
-
-_HOPELESS_MESSAGES: dict[tuple[int, int], str] = {}
 
 
 def _fit_error(num_nodes: int, statuses: Mapping[str, Status]) -> str:
