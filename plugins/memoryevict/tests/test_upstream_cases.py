@@ -19,12 +19,12 @@ from koord_plugin_memoryevict.policy import (
 )
 
 from koord_framework.api.resources import to_int
-from koord_framework.cluster.memory import MemoryCluster
 from koord_framework.koordlet.eviction import PodEvictInfo
 from koord_framework.koordlet.metrics.cache import MetricKind
 from koord_framework.koordlet.nodeslo import ResourceThresholdStrategy
 from koord_framework.koordlet.qos import QOSContext
 from koord_framework.koordlet.states import NodeState
+from koord_framework.testing import MemoryCluster
 from koord_framework.testing.hosttree import FakeHostTree, QOSHarness, make_running_pod
 
 GIB = 1024**3

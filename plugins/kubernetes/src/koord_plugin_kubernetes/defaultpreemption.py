@@ -203,7 +203,7 @@ def _victims_histogram(handle: Handle) -> Any:
     return handle.shared("koord_plugin_kubernetes.preemption_victims", build, scope="component")
 
 
-class DefaultPreemption(SchedulerPlugin, PostFilterPlugin):
+class DefaultPreemption(SchedulerPlugin[DefaultPreemptionArgs], PostFilterPlugin):
     name = "DefaultPreemption"
     Args = DefaultPreemptionArgs
 

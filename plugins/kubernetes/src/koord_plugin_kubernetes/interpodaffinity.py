@@ -440,7 +440,7 @@ class PreFilterState:
 
 
 class InterPodAffinity(
-    SchedulerPlugin,
+    SchedulerPlugin[InterPodAffinityArgs],
     PreFilterPlugin,
     PreFilterExtensions,
     FilterPlugin,

@@ -97,7 +97,7 @@ def _pinned_node_names(required: dict[str, Any]) -> set[str] | None:
 
 
 class NodeAffinity(
-    SchedulerPlugin,
+    SchedulerPlugin[NodeAffinityArgs],
     PreFilterPlugin,
     FilterPlugin,
     VectorFilter,

@@ -450,7 +450,7 @@ _PRE_SCORE_KEY = "PreScoreNodeResourcesFit"
 
 
 class NodeResourcesFit(
-    SchedulerPlugin,
+    SchedulerPlugin[NodeResourcesFitArgs],
     PreFilterPlugin,
     FilterPlugin,
     VectorFilter,
@@ -589,7 +589,9 @@ class NodeResourcesFit(
 _BALANCED_KEY = "PreScoreNodeResourcesBalancedAllocation"
 
 
-class NodeResourcesBalancedAllocation(SchedulerPlugin, PreScorePlugin, ScorePlugin, VectorScore):
+class NodeResourcesBalancedAllocation(
+    SchedulerPlugin[NodeResourcesBalancedAllocationArgs], PreScorePlugin, ScorePlugin, VectorScore
+):
     """Prefers nodes whose requested fractions of the configured resources stay close to each other."""
 
     name = "NodeResourcesBalancedAllocation"

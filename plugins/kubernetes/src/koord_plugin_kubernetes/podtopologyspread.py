@@ -186,7 +186,7 @@ class PreScoreState:
 
 
 class PodTopologySpread(
-    SchedulerPlugin,
+    SchedulerPlugin[PodTopologySpreadArgs],
     PreFilterPlugin,
     PreFilterExtensions,
     FilterPlugin,
