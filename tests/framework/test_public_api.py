@@ -79,7 +79,7 @@ def test_the_generated_contract_forbids_the_private_modules() -> None:
         ),
         (r"handle\b[^#\n]*# type: ignore\[attr-defined\]", "type: ignore on the handle"),
         (r"WeakKeyDictionary", "a module-global cache: use Handle.shared(key, factory)"),
-        (r"isinstance\((self\.)?(args|parsed)\b", "an args check: make the plugin generic over its args type"),
+        (r"isinstance\((self\.)?(args|parsed)\b", "an args check: make the plugin generic over its args"),
     ],
 )
 def test_plugins_keep_to_the_handle(pattern: str, why: str) -> None:
