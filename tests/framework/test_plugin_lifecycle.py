@@ -120,3 +120,25 @@ def test_the_descheduler_closes_every_plugin_once_on_shutdown() -> None:
     h.descheduler.close()
     h.descheduler.close()
     assert Counting.closed == 1
+
+
+def test_shared_slots_are_per_profile_or_per_component() -> None:
+    from koord_framework.cluster.memory import MemoryCluster
+    from koord_framework.scheduler.scheduler import ProfileSpec, Scheduler
+
+    layout = PluginLayout.every_point([NeedsLabel])
+    sched = Scheduler(MemoryCluster(), [ProfileSpec("a", layout), ProfileSpec("b", layout)])
+    a, b = sched.handles["a"], sched.handles["b"]
+    made: list[str] = []
+
+    def make(tag: str) -> object:
+        made.append(tag)
+        return object()
+
+    first = a.shared("index", lambda: make("a"))
+    assert a.shared("index", lambda: make("again")) is first
+    assert b.shared("index", lambda: make("b")) is not first
+    registry_wide = a.shared("collectors", lambda: make("c"), scope="component")
+    assert b.shared("collectors", lambda: make("never"), scope="component") is registry_wide
+    assert made == ["a", "b", "c"]
+    sched.close()
