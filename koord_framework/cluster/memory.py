@@ -151,6 +151,8 @@ class MemoryCluster(ClusterPort):
         self.clock: Clock = clock if clock is not None else VirtualClock()
         self.kinds: KindRegistry = kinds if kinds is not None else KindRegistry.discover()
         """The kinds this cluster serves: the built-in ones and those installed distributions contribute."""
+        self._kind_infos: dict[str, KindInfo] = {}
+        """The kinds looked up so far (every operation looks its kind up: a plain dict is cheapest)."""
         self._rng = random.Random(seed) if seed is not None else None
         self._lock = threading.RLock()
         self._store: dict[str, dict[str, dict[str, Obj]]] = {}
@@ -468,9 +470,12 @@ class MemoryCluster(ClusterPort):
 
     # --- internals (callers hold the lock) ----------------------------------------------------------
     def _info(self, kind: str) -> KindInfo:
-        info: KindInfo | None = self.kinds.get(kind)
+        info = self._kind_infos.get(kind)
         if info is None:
-            raise NotFoundError(f"unknown kind {kind!r}; known kinds: {', '.join(sorted(self.kinds))}")
+            info = self.kinds.get(kind)
+            if info is None:
+                raise NotFoundError(f"unknown kind {kind!r}; known kinds: {', '.join(sorted(self.kinds))}")
+            self._kind_infos[kind] = info
         return info
 
     @staticmethod

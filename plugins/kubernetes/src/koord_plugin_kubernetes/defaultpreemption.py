@@ -45,7 +45,8 @@ from koord_framework.scheduler.interface import (
 )
 from koord_framework.scheduler.status import Code, Status
 from koord_framework.scheduler.table import Int64Array
-from koord_plugin_kubernetes._rowcache import RowCache, row_cache
+from koord_plugin_kubernetes._rowcache import RowCache
+from koord_plugin_kubernetes._shared import SharedCaches
 from koord_plugin_kubernetes.args import DefaultPreemptionArgs
 
 COMPONENT = "koord-scheduler"
@@ -203,7 +204,7 @@ def _victims_histogram(handle: Handle) -> Any:
     return handle.shared("koord_plugin_kubernetes.preemption_victims", build, scope="component")
 
 
-class DefaultPreemption(SchedulerPlugin[DefaultPreemptionArgs], PostFilterPlugin):
+class DefaultPreemption(SchedulerPlugin[DefaultPreemptionArgs], PostFilterPlugin, SharedCaches):
     name = "DefaultPreemption"
     Args = DefaultPreemptionArgs
 
@@ -345,7 +346,7 @@ class DefaultPreemption(SchedulerPlugin[DefaultPreemptionArgs], PostFilterPlugin
         framework's ``NodeToStatusReader``.
         """
         snap = self.handle.snapshot
-        cache = row_cache(self.handle, self.name)
+        cache = self.shared_row_cache
         if snap is None or cache is None or not isinstance(filtered, NodeToStatusReader):
             return None
         if self.handle.node_infos() is not snap.node_list:
@@ -374,7 +375,7 @@ class DefaultPreemption(SchedulerPlugin[DefaultPreemptionArgs], PostFilterPlugin
         """The lowest pod priority on each node (``_INT64_MAX`` for an empty node). For the snapshot's own
         nodes it is kept per row and patched from the change log, instead of scanning every pod of every node
         whenever a pod fails to fit."""
-        cache = row_cache(self.handle, self.name)
+        cache = self.shared_row_cache
         snap = self.handle.snapshot
         if cache is None or snap is None or not all(snap.by_row[ni.row] is ni for ni in nodes):
             return [_lowest_priority(ni) for ni in nodes]

@@ -53,10 +53,9 @@ from koord_framework.scheduler.interface import (
 )
 from koord_framework.scheduler.status import MAX_NODE_SCORE, Status
 from koord_framework.scheduler.table import BoolArray, Int64Array
-from koord_plugin_kubernetes._clustercache import cluster_cache
-from koord_plugin_kubernetes._nodeindex import NodeAttributeIndex, node_index
+from koord_plugin_kubernetes._nodeindex import NodeAttributeIndex
 from koord_plugin_kubernetes._normalize import VectorNormalize
-from koord_plugin_kubernetes._podcounts import pod_counts
+from koord_plugin_kubernetes._shared import SharedCaches
 from koord_plugin_kubernetes.args import InterPodAffinityArgs
 
 ERR_REASON_EXISTING_ANTI_AFFINITY = "node(s) didn't satisfy existing pods anti-affinity rules"
@@ -451,6 +450,7 @@ class InterPodAffinity(
     ScoreExtensions,
     VectorNormalize,
     EnqueueExtensions,
+    SharedCaches,
 ):
     name = "InterPodAffinity"
     Args = InterPodAffinityArgs
@@ -464,7 +464,7 @@ class InterPodAffinity(
 
     # --- helpers ------------------------------------------------------------------------------------
     def _namespace_labels(self, namespace: str) -> Mapping[str, str]:
-        ns = cluster_cache(self.handle).get("Namespace", namespace)
+        ns = self.shared_cluster_cache.get("Namespace", namespace)
         return ((ns or {}).get("metadata") or {}).get("labels") or {}
 
     def _merge_namespaces(self, term: AffinityTerm) -> AffinityTerm:
@@ -472,7 +472,7 @@ class InterPodAffinity(
         if term.namespace_selector.empty():
             return term
         names = set(term.namespaces)
-        for ns in cluster_cache(self.handle).list("Namespace"):
+        for ns in self.shared_cluster_cache.list("Namespace"):
             meta = ns.get("metadata") or {}
             if term.namespace_selector.matches(meta.get("labels") or {}):
                 names.add(str(meta.get("name") or ""))
@@ -515,7 +515,7 @@ class InterPodAffinity(
         """The counts of ``_pre_filter_walk`` over every node of the snapshot, from the indexes."""
         terms = s.terms
         self._existing.refresh(snap)
-        index = node_index(self.handle)
+        index = self.shared_node_index
         index.refresh()
         existing = s.vectors("existing_anti")
         for key, per_row in self._existing.per_row.items():
@@ -524,7 +524,7 @@ class InterPodAffinity(
                 _accumulate(existing, index, term.topology_key, per_row)
         if not terms.required_affinity and not terms.required_anti:
             return
-        counts = pod_counts(self.handle)
+        counts = self.shared_pod_counts
         assert counts is not None
         if terms.required_affinity:
             affinity = terms.required_affinity
@@ -614,7 +614,7 @@ class InterPodAffinity(
         s: PreFilterState | None = state.get(_PRE_FILTER_KEY)
         if s is None:
             raise KeyError(f"reading {_PRE_FILTER_KEY!r} from cycleState: not found")
-        index = node_index(self.handle)
+        index = self.shared_node_index
         index.refresh()
         n = rows.shape[0]
         ok = np.ones(n, dtype=np.bool_)
@@ -676,9 +676,9 @@ class InterPodAffinity(
         touched = False
         incoming = [(t, w) for t, w in terms.preferred_affinity] + [(t, -w) for t, w in terms.preferred_anti]
         if incoming:
-            counts = pod_counts(self.handle)
+            counts = self.shared_pod_counts
             assert counts is not None
-            index = node_index(self.handle)
+            index = self.shared_node_index
             index.refresh()
             for t, w in incoming:
                 matching = counts.counts(("InterPodAffinity/one", t), lambda p, t=t: t.matches(p, None))  # type: ignore[misc]
@@ -766,7 +766,7 @@ class InterPodAffinity(
         scores: dict[str, dict[str, int]] | None = state.get(_PRE_SCORE_KEY)
         if scores is None:
             raise KeyError(f"failed to read {_PRE_SCORE_KEY!r} from cycleState")
-        index = node_index(self.handle)
+        index = self.shared_node_index
         index.refresh()
         total = np.zeros(rows.shape[0], dtype=np.int64)
         for key, per_value in scores.items():

@@ -55,7 +55,7 @@ from koord_plugin_kubernetes._resources import (
     is_scalar,
     tracked,
 )
-from koord_plugin_kubernetes._rowcache import row_cache
+from koord_plugin_kubernetes._shared import SharedCaches
 from koord_plugin_kubernetes.args import (
     LEAST_ALLOCATED,
     MAX_CUSTOM_PRIORITY_SCORE,
@@ -459,6 +459,7 @@ class NodeResourcesFit(
     ScorePlugin,
     VectorScore,
     EnqueueExtensions,
+    SharedCaches,
 ):
     """Filters nodes without room for the pod's requests; scores by the configured strategy."""
 
@@ -504,7 +505,7 @@ class NodeResourcesFit(
 
     def filter_all(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: Int64Array) -> BoolArray:
         req = self._request(state, pod)
-        cache = row_cache(self.handle, self.name)
+        cache = self.shared_row_cache
         if cache is None:
             return self._fits(table, rows, req)
         return cache.take_mask(req.cache_key, rows, self._fits, _fits_node, req)
@@ -567,7 +568,7 @@ class NodeResourcesFit(
 
     def score_all(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: Int64Array) -> Int64Array:
         shape = self._score_shape(state, pod)
-        cache = row_cache(self.handle, self.name)
+        cache = self.shared_row_cache
         if cache is None:
             return self._scores(table, rows, shape)
         return cache.take(shape.cache_key, rows, self._scores, self._score_node, shape)
@@ -590,7 +591,11 @@ _BALANCED_KEY = "PreScoreNodeResourcesBalancedAllocation"
 
 
 class NodeResourcesBalancedAllocation(
-    SchedulerPlugin[NodeResourcesBalancedAllocationArgs], PreScorePlugin, ScorePlugin, VectorScore
+    SchedulerPlugin[NodeResourcesBalancedAllocationArgs],
+    PreScorePlugin,
+    ScorePlugin,
+    VectorScore,
+    SharedCaches,
 ):
     """Prefers nodes whose requested fractions of the configured resources stay close to each other."""
 
@@ -627,7 +632,7 @@ class NodeResourcesBalancedAllocation(
         shape = self._score_shape(state, pod)
         if shape is None:
             return np.zeros(rows.shape[0], dtype=np.int64)
-        cache = row_cache(self.handle, self.name)
+        cache = self.shared_row_cache
         if cache is None:
             return self._scores(table, rows, shape)
         return cache.take(shape.cache_key, rows, self._scores, _balanced_node, shape)

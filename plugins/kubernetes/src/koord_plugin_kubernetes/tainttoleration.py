@@ -36,12 +36,13 @@ from koord_framework.scheduler.interface import (
 )
 from koord_framework.scheduler.status import MAX_NODE_SCORE, Status
 from koord_framework.scheduler.table import BoolArray, Int64Array
-from koord_plugin_kubernetes._nodeindex import NodeAttributeIndex, node_index
+from koord_plugin_kubernetes._nodeindex import NodeAttributeIndex
 from koord_plugin_kubernetes._normalize import (
     VectorNormalize,
     default_normalize_array,
     default_normalize_score,
 )
+from koord_plugin_kubernetes._shared import SharedCaches
 
 _PRE_SCORE_KEY = "PreScoreTaintToleration"
 
@@ -96,6 +97,7 @@ class TaintToleration(
     ScoreExtensions,
     VectorNormalize,
     EnqueueExtensions,
+    SharedCaches,
 ):
     name = "TaintToleration"
 
@@ -111,7 +113,7 @@ class TaintToleration(
     def filter_statuses(
         self, state: CycleState, pod: PodInfo, table: NodeTable, rows: Int64Array
     ) -> CodedStatuses:
-        index = node_index(self.handle)
+        index = self.shared_node_index
         index.refresh()
         sigs = index.taint_sig_list
         return CodedStatuses.from_codes(index.taint_sig[rows], lambda sig: _status(sigs[sig], pod))
@@ -135,7 +137,7 @@ class TaintToleration(
         return found
 
     def filter_all(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: Int64Array) -> BoolArray:
-        index = node_index(self.handle)
+        index = self.shared_node_index
         index.refresh()
         if not index.tainted_count:  # the usual cluster: no node has a taint
             return all_pass(rows.shape[0])
@@ -156,7 +158,7 @@ class TaintToleration(
         return count_intolerable_prefer_no_schedule(node.node.taints, tolerations), Status.success()
 
     def score_all(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: Int64Array) -> Int64Array:
-        index = node_index(self.handle)
+        index = self.shared_node_index
         index.refresh()
         if not index.tainted_count:
             return filled(rows.shape[0], 0)
