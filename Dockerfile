@@ -2,15 +2,16 @@
 #
 #   docker build -t koord:0.1.0 .
 #
-# The builder stage turns the framework, every plugin under plugins/ (and native/, when present) and their
-# dependencies into wheels; the runtime stage installs only those wheels, with no index and no compiler.
-# New plugins are picked up by the glob, without editing this file.
+# The builder stage turns the framework, every family library under libs/, every plugin under plugins/ (and
+# native/, when present) and their dependencies into wheels; the runtime stage installs only those wheels,
+# with no index and no compiler. New libraries and plugins are picked up by the globs, without editing this
+# file.
 
 FROM python:3.11 AS builder
 WORKDIR /src
 COPY . .
 RUN python -m pip install --no-cache-dir --upgrade pip \
- && python -m pip wheel --no-cache-dir --wheel-dir /wheels . plugins/*/ $(test -f native/pyproject.toml && echo native)
+ && python -m pip wheel --no-cache-dir --wheel-dir /wheels . libs/*/ plugins/*/ $(test -f native/pyproject.toml && echo native)
 
 FROM python:3.11-slim
 LABEL org.opencontainers.image.title="koord" \

@@ -3,6 +3,7 @@ PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 PLUGINS := $(sort $(wildcard plugins/*/pyproject.toml))
+LIBS := $(sort $(wildcard libs/*/pyproject.toml))
 NATIVE := $(wildcard native/pyproject.toml)
 STAMP := $(VENV)/.installed
 
@@ -11,10 +12,10 @@ STAMP := $(VENV)/.installed
 install: $(STAMP)
 
 # Re-install when any distribution's metadata changes (new plugin, new entry point, new dependency).
-$(STAMP): pyproject.toml $(PLUGINS) $(NATIVE)
+$(STAMP): pyproject.toml $(LIBS) $(PLUGINS) $(NATIVE)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev]' $(foreach p,$(PLUGINS),-e $(dir $(p)))
+	$(BIN)/python -m pip install -q -e '.[dev]' $(foreach p,$(LIBS) $(PLUGINS),-e $(dir $(p)))
 	@# koord-native needs a C compiler: without one koord still works and the Resctrl strategy says unsupported
 	$(if $(NATIVE),$(BIN)/python -m pip install -q -e native || echo "koord-native not built (see above)")
 	@touch $(STAMP)
@@ -31,7 +32,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 
 types: $(STAMP)
-	$(BIN)/mypy koord_framework $(patsubst %/__init__.py,%,$(wildcard plugins/*/src/koord_plugin_*/__init__.py)) $(if $(NATIVE),native/src/koord_native)
+	$(BIN)/mypy koord_framework $(patsubst %/__init__.py,%,$(wildcard libs/*/src/koord_lib_*/__init__.py plugins/*/src/koord_plugin_*/__init__.py)) $(if $(NATIVE),native/src/koord_native)
 
 imports: $(STAMP)
 	$(BIN)/lint-imports --config "$$($(BIN)/python tools/importlinter_config.py)"
@@ -49,7 +50,7 @@ e2e: $(STAMP)
 	$(BIN)/pytest -m e2e tests/e2e -q
 
 bench: $(STAMP)
-	$(BIN)/python -m bench
+	$(BIN)/python -m bench --check
 	$(BIN)/python -m bench.reservation
 	$(BIN)/python bench/descheduler_round.py
 	$(BIN)/python bench/koordlet_agent.py --seconds 60
@@ -58,4 +59,4 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.elasticquota
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info plugins/*/build plugins/*/src/*.egg-info
+	rm -rf $(VENV) build dist *.egg-info plugins/*/build plugins/*/src/*.egg-info libs/*/build libs/*/src/*.egg-info

@@ -136,6 +136,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--cprofile", help="write cProfile statistics of the measured scheduling to this file"
     )
     parser.add_argument("--quiet", action="store_true", help="no JSON on stdout (the file is still written)")
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="exit 1 when a workload misses its target (pods/s, RSS) or its correctness check",
+    )
     args = parser.parse_args(argv)
 
     if args.workload == "all":
@@ -153,6 +158,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(json.dumps(report, indent=2))
     for line in summary_lines(reports):
         _stderr(line)
+    if args.check:
+        missed = [r["workload"] for r in reports if not r["target"]["met"]]
+        if missed:
+            _stderr(f"target missed: {', '.join(missed)}")
+            return 1
     return 0
 
 

@@ -28,7 +28,6 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from koord_framework.api.objects import NodeRecord, PodInfo, condition_times, copy_pod_info
-from koord_framework.cluster.kinds import KINDS
 from koord_framework.cluster.memory import ResourceExpiredError
 from koord_framework.cluster.port import ClusterPort, Obj, WatchEvent
 
@@ -70,12 +69,19 @@ class SharedInformer:
         self._handlers: dict[str, list[_Handlers]] = {}
         self._unsubscribe: dict[str, Callable[[], None]] = {}
         self._synced_rv: dict[str, int] = {}
+        self._namespaced: dict[str, bool] = {}
+        """Kind → whether it is namespaced, for the kinds followed (read on every ``get``)."""
 
     # --- lifecycle ---------------------------------------------------------------------------------
     def ensure(self, kind: str) -> None:
         """Start following ``kind`` (list, then watch from the listed version) unless already done."""
-        if kind not in KINDS:
-            raise ValueError(f"unknown kind {kind!r}; known kinds: {', '.join(sorted(KINDS))}")
+        if kind in self._unsubscribe:  # followed already: every read passes here, so no lock
+            return
+        kinds = self.cluster.kinds
+        info = kinds.get(kind)
+        if info is None:
+            raise ValueError(f"unknown kind {kind!r}; known kinds: {', '.join(sorted(kinds))}")
+        self._namespaced[kind] = info.namespaced
         with self._dispatch_lock:
             if kind in self._unsubscribe:
                 return
@@ -109,7 +115,7 @@ class SharedInformer:
     def get(self, kind: str, name: str, namespace: str = "") -> Obj | None:
         """The cached object (read-only), or None. Namespaced kinds default to namespace ``default``."""
         self.ensure(kind)
-        if KINDS[kind].namespaced:
+        if self._namespaced[kind]:
             namespace = namespace or "default"
         with self._store_lock:
             return self._objects.get(kind, {}).get((namespace, name))

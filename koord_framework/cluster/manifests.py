@@ -14,12 +14,12 @@ separators) and the field, e.g. ``pods.yaml (document 2): items[0].spec.containe
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from koord_framework.cluster.kinds import KINDS
+from koord_framework.cluster.kinds import KINDS, KindInfo
 from koord_framework.cluster.manifest_checks import describe_type, validate_object
 from koord_framework.cluster.port import ClusterPort
 from koord_framework.cluster.yaml_io import dump_yaml_documents, json_document, yaml_documents
@@ -80,8 +80,16 @@ def _manifest_files(paths: Sequence[str | Path]) -> list[Path]:
     return files
 
 
-def parse_documents(text: str, file: str = "<string>", *, json_text: bool = False) -> list[LoadedDocument]:
-    """Parse and validate the documents of one file's text (YAML, or JSON with ``json_text``)."""
+def parse_documents(
+    text: str,
+    file: str = "<string>",
+    *,
+    json_text: bool = False,
+    kinds: Mapping[str, KindInfo] | None = None,
+) -> list[LoadedDocument]:
+    """Parse and validate the documents of one file's text (YAML, or JSON with ``json_text``).
+
+    ``kinds``: the kinds known (a cluster's ``KindRegistry``); default the built-in ones."""
     out: list[LoadedDocument] = []
     if json_text:
         docs: Iterator[tuple[int, Any]] = iter([(0, json_document(text, file))])
@@ -90,11 +98,13 @@ def parse_documents(text: str, file: str = "<string>", *, json_text: bool = Fals
     for index, data in docs:
         if data is None:
             continue
-        _expand(data, file, index, "", out)
+        _expand(data, file, index, "", out, kinds if kinds is not None else KINDS)
     return out
 
 
-def load_documents(paths: Sequence[str | Path]) -> list[LoadedDocument]:
+def load_documents(
+    paths: Sequence[str | Path], kinds: Mapping[str, KindInfo] | None = None
+) -> list[LoadedDocument]:
     """Every object of ``paths``, validated, with its origin; duplicates across all files are an error."""
     out: list[LoadedDocument] = []
     for path in _manifest_files(paths):
@@ -105,14 +115,16 @@ def load_documents(paths: Sequence[str | Path]) -> list[LoadedDocument]:
             raise ManifestError(name, None, "", f"not UTF-8 text: {err}") from None
         except OSError as err:
             raise ManifestError(name, None, "", f"cannot read: {err.strerror or err}") from None
-        out.extend(parse_documents(text, name, json_text=path.suffix.lower() == ".json"))
+        out.extend(parse_documents(text, name, json_text=path.suffix.lower() == ".json", kinds=kinds))
     _check_duplicates(out)
     return out
 
 
-def load_manifests(paths: Sequence[str | Path]) -> list[dict[str, Any]]:
+def load_manifests(
+    paths: Sequence[str | Path], kinds: Mapping[str, KindInfo] | None = None
+) -> list[dict[str, Any]]:
     """The validated objects of the manifest files and folders ``paths``, in file and document order."""
-    return [d.obj for d in load_documents(paths)]
+    return [d.obj for d in load_documents(paths, kinds)]
 
 
 def _check_duplicates(docs: Sequence[LoadedDocument]) -> None:
@@ -131,14 +143,16 @@ def _check_duplicates(docs: Sequence[LoadedDocument]) -> None:
             )
 
 
-def _expand(data: Any, file: str, doc: int, prefix: str, out: list[LoadedDocument]) -> None:
+def _expand(
+    data: Any, file: str, doc: int, prefix: str, out: list[LoadedDocument], kinds: Mapping[str, KindInfo]
+) -> None:
     """Append the object(s) of one document: a ``List`` contributes each of its items."""
     if not isinstance(data, dict):
         raise ManifestError(
             file, doc, prefix.rstrip("."), f"expected an object (mapping), got {describe_type(data)}"
         )
     kind = data.get("kind")
-    if isinstance(kind, str) and kind.endswith("List") and kind not in KINDS:
+    if isinstance(kind, str) and kind.endswith("List") and kind not in kinds:
         items = data.get("items")
         if items is None:
             items = []
@@ -153,9 +167,9 @@ def _expand(data: Any, file: str, doc: int, prefix: str, out: list[LoadedDocumen
                 item.setdefault("kind", item_kind)
                 if isinstance(data.get("apiVersion"), str):
                     item.setdefault("apiVersion", data["apiVersion"])
-            _expand(item, file, doc, item_prefix, out)
+            _expand(item, file, doc, item_prefix, out, kinds)
         return
-    out.append(LoadedDocument(file, doc, prefix, validate_object(data, file, doc, prefix)))
+    out.append(LoadedDocument(file, doc, prefix, validate_object(data, file, doc, prefix, kinds)))
 
 
 # --- writing ------------------------------------------------------------------------------------------
@@ -171,7 +185,7 @@ def dump_manifests(cluster: ClusterPort, directory: str | Path) -> list[Path]:
     out_dir = Path(directory)
     out_dir.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
-    for info in KINDS.values():
+    for info in cluster.kinds.values():
         objs, _ = cluster.list(info.kind)
         if not objs:
             continue

@@ -46,7 +46,7 @@ from typing import Any
 
 from koord_framework.cluster.clock import Clock, VirtualClock, format_time
 from koord_framework.cluster.disruption import DisruptionStatus, disruption_status, eviction_refusal
-from koord_framework.cluster.kinds import KINDS, KindInfo
+from koord_framework.cluster.kinds import KINDS, KindInfo, KindRegistry
 from koord_framework.cluster.merge_patch import copy_json, copy_object, merge_patch
 from koord_framework.cluster.port import (
     ClusterPort,
@@ -99,6 +99,14 @@ STATUS_SUBRESOURCE_KINDS = frozenset(
 )
 
 # Workload kinds whose ``spec.replicas`` is the expected pod count a PodDisruptionBudget percentage uses.
+
+
+def has_status_subresource(info: KindInfo) -> bool:
+    """Whether the kind's ``status`` is a subresource: as listed above for the built-in kinds, as its CRD
+    declares for a contributed one."""
+    return info.kind in STATUS_SUBRESOURCE_KINDS if info.kind in KINDS else info.status_subresource
+
+
 _SCALED_KINDS = frozenset({"Deployment", "ReplicaSet", "StatefulSet"})
 
 # Kubernetes' generateName alphabet (no vowels, no confusable digits).
@@ -136,10 +144,15 @@ class MemoryCluster(ClusterPort):
         *,
         seed: int | None = None,
         event_log_size: int = DEFAULT_EVENT_LOG_SIZE,
+        kinds: KindRegistry | None = None,
     ) -> None:
         if event_log_size < 1:
             raise ValueError("event_log_size must be at least 1")
         self.clock: Clock = clock if clock is not None else VirtualClock()
+        self.kinds: KindRegistry = kinds if kinds is not None else KindRegistry.discover()
+        """The kinds this cluster serves: the built-in ones and those installed distributions contribute."""
+        self._kind_infos: dict[str, KindInfo] = {}
+        """The kinds looked up so far (every operation looks its kind up: a plain dict is cheapest)."""
         self._rng = random.Random(seed) if seed is not None else None
         self._lock = threading.RLock()
         self._store: dict[str, dict[str, dict[str, Obj]]] = {}
@@ -175,10 +188,10 @@ class MemoryCluster(ClusterPort):
         """
         from koord_framework.cluster.manifests import load_documents
 
-        docs = load_documents(paths)
+        docs = load_documents(paths, self.kinds)
         with self._lock:
             for doc in docs:
-                info = KINDS[doc.obj["kind"]]
+                info = self.kinds[doc.obj["kind"]]
                 meta = _meta(doc.obj)
                 namespace = self._namespace(info, meta.get("namespace"))
                 if meta["name"] in self._store.get(info.kind, {}).get(namespace, {}):
@@ -289,7 +302,7 @@ class MemoryCluster(ClusterPort):
             for key in ("uid", "creationTimestamp", "namespace"):
                 if key in cur_meta:
                     meta[key] = cur_meta[key]
-            if info.kind in STATUS_SUBRESOURCE_KINDS:
+            if has_status_subresource(info):
                 new.pop("status", None)
                 if "status" in current:
                     new["status"] = copy_json(current["status"])
@@ -306,7 +319,7 @@ class MemoryCluster(ClusterPort):
             raise ClusterError(
                 f"a merge patch of {info.plural} must be an object, got {type(patch).__name__}"
             )
-        if status and info.kind not in STATUS_SUBRESOURCE_KINDS:
+        if status and not has_status_subresource(info):
             raise NotFoundError(f"{info.plural} have no status subresource")
         with self._lock:
             current = self._find(info, name, namespace)
@@ -334,7 +347,7 @@ class MemoryCluster(ClusterPort):
                         )
                 if new.get("kind") != current.get("kind"):
                     raise ClusterError(self._describe(info, name, namespace, "kind: field is immutable"))
-                if info.kind in STATUS_SUBRESOURCE_KINDS:
+                if has_status_subresource(info):
                     new.pop("status", None)
                     if "status" in current:
                         new["status"] = current["status"]
@@ -456,11 +469,13 @@ class MemoryCluster(ClusterPort):
             return disruption_status(pdb, pods, self._scale_of)
 
     # --- internals (callers hold the lock) ----------------------------------------------------------
-    @staticmethod
-    def _info(kind: str) -> KindInfo:
-        info = KINDS.get(kind)
+    def _info(self, kind: str) -> KindInfo:
+        info = self._kind_infos.get(kind)
         if info is None:
-            raise NotFoundError(f"unknown kind {kind!r}; known kinds: {', '.join(sorted(KINDS))}")
+            info = self.kinds.get(kind)
+            if info is None:
+                raise NotFoundError(f"unknown kind {kind!r}; known kinds: {', '.join(sorted(self.kinds))}")
+            self._kind_infos[kind] = info
         return info
 
     @staticmethod

@@ -15,9 +15,10 @@ from __future__ import annotations
 import abc
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from koord_framework.cluster.clock import Clock
+from koord_framework.cluster.kinds import KINDS, KindInfo
 from koord_framework.errors import ConflictError
 
 Obj = dict[str, Any]
@@ -75,10 +76,38 @@ def uid_precondition_failed(namespace: str, name: str, wanted: str, found: objec
     )
 
 
+class Informer(Protocol):
+    """The shared informer above the port, as plugins see it (``Handle.informer``): the latest object of each
+    kind it follows, and callbacks on changes. Objects are shared read-only dicts: never modify them."""
+
+    def get(self, kind: str, name: str, namespace: str = "") -> Obj | None:
+        """The cached object, or None (namespaced kinds default to namespace ``default``)."""
+
+    def list(self, kind: str, namespace: str | None = None) -> list[Obj]:
+        """The cached objects of a kind, optionally of one namespace."""
+
+    def has_synced(self, kind: str) -> bool:
+        """Whether ``kind`` has been listed."""
+
+    def add_handler(
+        self,
+        kind: str,
+        on_add: Callable[[Obj], None] | None = None,
+        on_update: Callable[[Obj, Obj], None] | None = None,
+        on_delete: Callable[[Obj], None] | None = None,
+    ) -> Callable[[], None]:
+        """Call back on changes of ``kind`` (the objects already cached first go to ``on_add``); returns
+        the function that removes the handler. Register at construction time."""
+
+
 class ClusterPort(abc.ABC):
-    """Abstract cluster. ``kind`` is a Kubernetes kind name from ``koord_framework.cluster.kinds``."""
+    """Abstract cluster. ``kind`` is a Kubernetes kind name the cluster's ``kinds`` know: the built-in ones
+    (``koord_framework.cluster.kinds``) and those installed distributions contribute (ADR 0004)."""
 
     clock: Clock
+    kinds: Mapping[str, KindInfo] = KINDS
+    """The kinds this cluster serves, by kind name: a ``KindRegistry`` of the built-in kinds and those the
+    installed distributions contribute (both adapters); the built-in ones only by default."""
 
     # --- reads --------------------------------------------------------------------------------------
     @abc.abstractmethod

@@ -25,9 +25,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, create_model, field_validator, model_validator
 
 from koord_framework.config.common import (
     ClientConnection,
@@ -47,26 +47,15 @@ from koord_framework.config.problems import PathPart, load_class, not_implemente
 from koord_framework.errors import Problem, ValidationError
 from koord_framework.plugin import Plugin
 from koord_framework.registry import PluginRegistry
+from koord_framework.scheduler.interface import EXTENSION_POINT_TABLE, PROFILE_KEYS
 
 API_VERSION = "kubescheduler.config.k8s.io/v1"
 KIND = "KubeSchedulerConfiguration"
 DEFAULT_SCHEDULER_NAME = "default-scheduler"
 
-EXTENSION_POINTS: dict[str, str] = {
-    "preEnqueue": "PreEnqueue",
-    "queueSort": "QueueSort",
-    "preFilter": "PreFilter",
-    "filter": "Filter",
-    "postFilter": "PostFilter",
-    "preScore": "PreScore",
-    "score": "Score",
-    "reserve": "Reserve",
-    "permit": "Permit",
-    "preBind": "PreBind",
-    "bind": "Bind",
-    "postBind": "PostBind",
-}
-"""Profile key -> extension-point name (what plugin classes declare), in kube-scheduler's call order."""
+EXTENSION_POINTS: dict[str, str] = dict(PROFILE_KEYS)
+"""Profile key -> extension-point name (what plugin classes declare), in kube-scheduler's call order; from
+the one table of extension points (``scheduler.interface.EXTENSION_POINT_TABLE``)."""
 
 MULTI_POINT = "multiPoint"
 
@@ -74,32 +63,42 @@ INVALID_PLUGINS: frozenset[str] = frozenset({"AzureDiskLimits", "CinderLimits", 
 """Plugins removed from kube-scheduler; kube-scheduler v1 refuses a profile naming them."""
 
 
-class Plugins(ConfigModel):
-    """The plugins of a profile, per extension point (kube-scheduler's ``v1.Plugins``)."""
-
-    pre_enqueue: PluginSet = PluginSet()
-    """Gate pods before they enter the active queue."""
-    queue_sort: PluginSet = PluginSet()
-    """Orders the queue; exactly one plugin, the same in every profile."""
-    pre_filter: PluginSet = PluginSet()
-    filter: PluginSet = PluginSet()
-    post_filter: PluginSet = PluginSet()
-    """Runs only when no node fits (preemption)."""
-    pre_score: PluginSet = PluginSet()
-    score: PluginSet = PluginSet()
-    """Ranks feasible nodes; each plugin's score is multiplied by its weight."""
-    reserve: PluginSet = PluginSet()
-    permit: PluginSet = PluginSet()
-    pre_bind: PluginSet = PluginSet()
-    bind: PluginSet = PluginSet()
-    """Binds the pod; the first plugin that does not skip wins. At least one is required."""
-    post_bind: PluginSet = PluginSet()
-    multi_point: PluginSet = PluginSet()
-    """Enables a plugin at every extension point it implements; specific points take precedence."""
-
+class _PluginsBase(ConfigModel):
     def at(self, key: str) -> PluginSet:
         """The set under a profile key (``preFilter``, ``multiPoint``)."""
-        return getattr(self, _ATTR[key])  # type: ignore[no-any-return]
+        found: PluginSet = getattr(self, _ATTR[key])
+        return found
+
+
+if TYPE_CHECKING:
+
+    class Plugins(_PluginsBase):
+        """The plugins of a profile, per extension point (kube-scheduler's ``v1.Plugins``)."""
+
+        multi_point: PluginSet
+
+        def __init__(self, **points: PluginSet) -> None: ...
+
+else:
+    # One field per row of the extension-point table, plus multiPoint: a new point needs no edit here.
+    Plugins = create_model(
+        "Plugins",
+        __base__=_PluginsBase,
+        __doc__="The plugins of a profile, per extension point (kube-scheduler's ``v1.Plugins``).",
+        __module__=__name__,
+        **{
+            point.field: (PluginSet, Field(default=PluginSet(), description=point.doc))
+            for point in EXTENSION_POINT_TABLE
+        },
+        multi_point=(
+            PluginSet,
+            Field(
+                default=PluginSet(),
+                description="Enables a plugin at every extension point it implements; specific points take "
+                "precedence.",
+            ),
+        ),
+    )
 
 
 _ATTR: dict[str, str] = {(info.alias or name): name for name, info in Plugins.model_fields.items()}
@@ -483,7 +482,7 @@ def _queue_sort_problems(profiles: Sequence[KubeSchedulerProfile]) -> list[Probl
     if not profiles:
         return []
     out: list[Problem] = []
-    canon = (profiles[0].plugins or Plugins()).queue_sort
+    canon = (profiles[0].plugins or Plugins()).at("queueSort")
     if len(canon.enabled) > 1:
         out.append(
             problem(
@@ -492,7 +491,7 @@ def _queue_sort_problems(profiles: Sequence[KubeSchedulerProfile]) -> list[Probl
             )
         )
     for i, prof in enumerate(profiles[1:], start=1):
-        if (prof.plugins or Plugins()).queue_sort != canon:
+        if (prof.plugins or Plugins()).at("queueSort") != canon:
             out.append(problem(["profiles", i, "plugins", "queueSort"], "must be the same for all profiles"))
     return out
 

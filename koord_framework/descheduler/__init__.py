@@ -1,5 +1,7 @@
-"""The descheduler framework: extension points, profiles, the cycle, the limiter and the shared helpers
-(evictor filters, pod ordering, anomaly detection, node usage) its plugins build on."""
+"""The descheduler framework: extension points, profiles, the cycle, the limiter and node usage.
+
+Evictor filters and pod ordering, which only plugins use, are the family library ``koord_lib_descheduling``
+(``libs/descheduling``); anomaly detection belongs to LowNodeLoad."""
 
 from koord_framework.descheduler.descheduler import Descheduler
 from koord_framework.descheduler.framework import DeschedulerFramework, EvictionFailed, ProfileSpec

@@ -207,4 +207,6 @@ class Descheduler:
         return done
 
     def close(self) -> None:
+        for fw in reversed(self.frameworks):
+            fw.close()
         self.services.cache.close()

@@ -39,16 +39,13 @@ from koord_framework.descheduler.interface import (
     PreEvictionFilterPlugin,
     Status,
 )
+from koord_framework.descheduler.interface import EvictionFailed as EvictionFailed  # public there
 from koord_framework.descheduler.node_usage import NodeMetricInfo, NodePods
 from koord_framework.errors import KoordError, Problem, ValidationError
-from koord_framework.plugin import Plugin, PluginArgs
+from koord_framework.plugin import Plugin, PluginArgs, close_plugins
 
 if TYPE_CHECKING:
     from koord_framework.config.loader import ResolvedDeschedulerProfile
-
-
-class EvictionFailed(Exception):
-    """Raised by an Evict plugin to refuse an eviction with a reason the framework records."""
 
 
 @dataclass(frozen=True)
@@ -151,12 +148,22 @@ class DeschedulerFramework(Handle):
         self.current_plugin = ""
         self._evictor = _EvictorProxy(self)
         self.plugins: dict[str, DeschedulerPlugin] = {}
+        self.closed = False
         self.deschedule_plugins: list[DeschedulePlugin] = []
         self.balance_plugins: list[BalancePlugin] = []
         self.filter_plugins: list[FilterPlugin] = []
         self.pre_eviction_filter_plugins: list[PreEvictionFilterPlugin] = []
         self.evict_plugins: list[EvictPlugin] = []
         self._build()
+
+    def close(self) -> None:
+        """Every plugin's ``close()``, once, in reverse construction order."""
+        if not self.closed:
+            self.closed = True
+            close_plugins(self.plugins, f"descheduler profile {self.profile_name}")
+
+    def _component_slots(self) -> dict[Any, Any]:
+        return self.services.shared_slots
 
     # --- construction ---------------------------------------------------------------------------------
     def _build(self) -> None:

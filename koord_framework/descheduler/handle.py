@@ -121,6 +121,8 @@ class Services:
         self.metrics = DeschedulerMetrics(self.registry)
         self.dry_run = dry_run
         self.descheduling_interval = descheduling_interval
+        self.shared_slots: dict[Any, Any] = {}
+        """What plugins of every profile share (``Handle.shared(scope="component")``)."""
         self.report = RoundReport(round=0, time=self.clock.now())
         """The report of the round in progress (round 0 collects anything done outside a round)."""
 

@@ -29,11 +29,11 @@ from __future__ import annotations
 import abc
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from koord_framework.api.objects import NodeRecord, PodInfo
 from koord_framework.handle import BaseHandle
-from koord_framework.plugin import ExtensionPoint, Plugin, PluginArgs
+from koord_framework.plugin import ArgsT, ExtensionPoint, Plugin
 
 if TYPE_CHECKING:
     from koord_framework.descheduler.node_usage import NodeMetricInfo, NodePods
@@ -43,6 +43,10 @@ PodFilter = Callable[[PodInfo], bool]
 
 
 # --- values passed between the framework and plugins ---------------------------------------------------
+class EvictionFailed(Exception):
+    """Raised by an Evict plugin to refuse an eviction with a reason the framework records."""
+
+
 @dataclass(frozen=True, slots=True)
 class EvictOptions:
     """Why and by whom a pod is evicted. ``plugin_name`` is filled by the framework when left empty."""
@@ -162,11 +166,12 @@ def list_pods_on_node(handle: Handle, node_name: str, keep: PodFilter | None = N
 
 
 # --- extension points -----------------------------------------------------------------------------
-class DeschedulerPlugin(Plugin):
+class DeschedulerPlugin(Plugin[ArgsT]):
     """Base of descheduler plugins: constructed once per profile with validated args and the handle."""
 
-    def __init__(self, args: PluginArgs, handle: Handle) -> None:
-        self.args = args
+    def __init__(self, args: ArgsT, handle: Handle) -> None:
+        # Validated again when given raw (a mapping in a test): ``self.args`` is always ``Args``.
+        self.args = cast(ArgsT, type(self).parse_args(args))
         self.handle = handle
 
 
@@ -270,6 +275,7 @@ __all__ = [
     "DeschedulerPlugin",
     "EvictOptions",
     "EvictPlugin",
+    "EvictionFailed",
     "Evictor",
     "FilterPlugin",
     "Handle",

@@ -9,7 +9,6 @@ Public API:
 * ``NodeSLO`` and the Koordinator defaults merge (``nodeslo``);
 * ``QOSStrategy``/``QOSContext`` -- the ``koord.koordlet.qos`` extension point (``qos``);
 * ``Evictor``/``kill_and_evict_pods`` -- shared eviction (``eviction``);
-* ``ThresholdEvictStrategy`` and the release/candidate rules CPU and memory eviction share (``evict_policy``);
 * ``KoordletAgent`` -- the loop (``agent``), configured by ``KoordletConfiguration`` (``config``).
 """
 

@@ -45,7 +45,7 @@ from koord_framework.koordlet.qos import Decision, QOSContext, QOSStrategy
 from koord_framework.koordlet.states import NodeState, StatesInformer
 from koord_framework.koordlet.system import HostReadError, NodeCPUInfo, read_node_cpu_info
 from koord_framework.koordlet.topology import KubeletCPUConfig, NodeTopologyReporter
-from koord_framework.plugin import PluginArgs
+from koord_framework.plugin import PluginArgs, close_plugins
 from koord_framework.registry import PluginRegistry
 
 log = logging.getLogger(__name__)
@@ -227,6 +227,7 @@ class KoordletAgent:
             cluster=cluster,
         )
         self.strategies: list[QOSStrategy] = self._build_strategies(strategies, qos_registry)
+        self._closed = False
         self._tick_seconds = Histogram(
             "koordlet_qos_strategy_duration_seconds",
             "Time one QoS strategy round took, by strategy and outcome.",
@@ -284,6 +285,9 @@ class KoordletAgent:
     def stop(self) -> None:
         if self.informer is not None:
             self.informer.stop()
+        if not self._closed:
+            self._closed = True
+            close_plugins({s.name: s for s in self.strategies}, "koordlet")
 
     def _refresh_cpu_info(self) -> None:
         try:

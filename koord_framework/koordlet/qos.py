@@ -28,7 +28,7 @@ import abc
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from prometheus_client import CollectorRegistry
 from pydantic import Field
@@ -44,7 +44,7 @@ from koord_framework.koordlet.metrics.collector import NODE_CPU_INFO_KEY
 from koord_framework.koordlet.nodeslo import NodeSLO, is_feature_disabled
 from koord_framework.koordlet.states import NodeState
 from koord_framework.koordlet.system import NodeCPUInfo
-from koord_framework.plugin import ExtensionPoint, Plugin, PluginArgs
+from koord_framework.plugin import ArgsT, ExtensionPoint, Plugin, PluginArgs
 
 __all__ = ["Decision", "IntervalArgs", "QOSContext", "QOSStrategy"]
 
@@ -120,15 +120,16 @@ class IntervalArgs(PluginArgs):
     """Seconds between two ticks (Koordinator's ``--*-interval-seconds`` flags); must be > 0."""
 
 
-class QOSStrategy(Plugin, ExtensionPoint):
+class QOSStrategy(Plugin[ArgsT], ExtensionPoint):
     """Base of every QoS strategy. Subclasses set ``name``, ``Args`` and implement ``tick``."""
 
     extension_point: ClassVar[str] = "QoS"
     feature: ClassVar[str] = ""
     """The Koordinator feature whose NodeSLO switch gates the strategy (e.g. ``BECPUSuppress``)."""
 
-    def __init__(self, args: PluginArgs, context: QOSContext) -> None:
-        self.args = args
+    def __init__(self, args: ArgsT, context: QOSContext) -> None:
+        # Validated again when given raw (a mapping in a test): ``self.args`` is always ``Args``.
+        self.args = cast(ArgsT, type(self).parse_args(args))
         self.context = context
 
     @property

@@ -25,7 +25,6 @@ object that subclasses ``VectorNormalize`` normalises arrays likewise.
 
 from __future__ import annotations
 
-import abc
 import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
@@ -38,7 +37,7 @@ import numpy as np
 
 from koord_framework.api.objects import PodInfo
 from koord_framework.errors import PluginLoadError
-from koord_framework.plugin import Plugin
+from koord_framework.plugin import Plugin, close_plugins
 from koord_framework.scheduler.cycle_state import CycleState
 from koord_framework.scheduler.frameworkext import (
     MAX_RESERVATION_SCORE,
@@ -56,7 +55,9 @@ from koord_framework.scheduler.frameworkext import (
     reservation_name_of,
 )
 from koord_framework.scheduler.interface import (
+    EXTENSION_POINT_TABLE,
     EXTENSION_POINTS,
+    PROFILE_KEYS,
     BindPlugin,
     ClusterEvent,
     EnqueueExtensions,
@@ -80,6 +81,13 @@ from koord_framework.scheduler.interface import (
     VectorFilter,
     VectorScore,
 )
+
+# Public in ``scheduler.interface`` (the plugin API); re-exported here for code that imported them from the
+# runner before.
+from koord_framework.scheduler.interface import PODS_TO_ACTIVATE as PODS_TO_ACTIVATE
+from koord_framework.scheduler.interface import CodedStatuses as CodedStatuses
+from koord_framework.scheduler.interface import VectorFilterStatuses as VectorFilterStatuses
+from koord_framework.scheduler.interface import VectorNormalize as VectorNormalize
 from koord_framework.scheduler.metrics import SchedulerMetrics
 from koord_framework.scheduler.nodeinfo import NodeInfo
 from koord_framework.scheduler.status import MAX_NODE_SCORE, MIN_NODE_SCORE, SUCCESS, Code, Status
@@ -93,89 +101,10 @@ log = logging.getLogger(__name__)
 MAX_PERMIT_TIMEOUT = 15 * 60.0
 """kube-scheduler's cap on a Permit plugin's wait (``maxTimeout``)."""
 
-PODS_TO_ACTIVATE = "kubernetes.io/pods-to-activate"
-"""CycleState key of a ``dict[str, PodInfo]`` (uid → pod) that plugins fill to have pods moved to the active
-queue after this cycle (kube-scheduler's ``PodsToActivate``; Coscheduling uses it for a gang's siblings)."""
 
 _EMPTY_ROWS: Int64Array = np.zeros(0, dtype=np.int64)
 _CHUNK_SLACK = 64
 """Rows beyond 1.5 × numFeasibleNodesToFind in the first vectorised Filter pass (see ``find_feasible``)."""
-
-
-# --- optional vectorised NormalizeScore ---------------------------------------------------------------
-class VectorNormalize(abc.ABC):
-    """The vectorised form of ``ScoreExtensions.normalize_score``, for a plugin's score extensions object.
-
-    ``normalize_all`` gets the raw scores of ``rows`` and returns the normalized ones (a new array or the
-    same one rewritten). Without it the framework builds a ``list[NodeScore]`` per pod, which on hundreds
-    of feasible nodes costs more than the normalisation itself.
-    """
-
-    @abc.abstractmethod
-    def normalize_all(
-        self, state: CycleState, pod: PodInfo, rows: Int64Array, scores: Int64Array
-    ) -> Int64Array: ...
-
-
-# --- optional vectorised Filter statuses ---------------------------------------------------------------
-class VectorFilterStatuses(abc.ABC):
-    """For a ``VectorFilter`` plugin: the statuses ``filter`` would return for rows ``filter_all`` rejected.
-
-    When no node fits, every rejected node needs its status (for the "0/N nodes are available" message and
-    for preemption, which skips UnschedulableAndUnresolvable nodes). Without this, the framework calls
-    ``filter`` once per rejected node — on thousands of nodes that costs far more than the failed search
-    itself. The statuses must equal what ``filter`` returns node by node (share Status objects between rows:
-    they are immutable); the framework names the plugin in them.
-    """
-
-    @abc.abstractmethod
-    def filter_statuses(
-        self, state: CycleState, pod: PodInfo, table: NodeTable, rows: Int64Array
-    ) -> Sequence[Status]:
-        """One status per row of ``rows``; return a ``CodedStatuses`` to skip building a per-row list."""
-
-
-class CodedStatuses(Sequence[Status]):
-    """Per-row statuses held as an index per row into a short list of distinct statuses.
-
-    What ``VectorFilterStatuses.filter_statuses`` may return instead of a list: a plugin whose rejections
-    are reason codes per row (an array) then answers thousands of rows with one ``np.unique`` and a status
-    per distinct code, and the framework keeps the arrays as they are (``RowStatuses``). On a 1,000-node
-    cluster a pod that fits nowhere would otherwise cost a million list entries per thousand such pods. It
-    is a ``Sequence[Status]`` too, so code that indexes or iterates it sees one status per row.
-    """
-
-    __slots__ = ("distinct", "ids")
-
-    def __init__(self, ids: Int64Array, distinct: Sequence[Status]) -> None:
-        self.ids = ids
-        """Per row: an index into ``distinct``."""
-        self.distinct = list(distinct)
-
-    @classmethod
-    def from_codes(cls, codes: Int64Array, status_of: Callable[[int], Status]) -> CodedStatuses:
-        """Statuses from integer reason codes per row; ``status_of`` is called once per distinct code."""
-        if codes.size == 0:
-            return cls(_EMPTY_ROWS, [])
-        unique, inverse = np.unique(codes, return_inverse=True)
-        ids = inverse.astype(np.int64, copy=False).reshape(-1)
-        return cls(ids, [status_of(int(c)) for c in unique.tolist()])
-
-    def __len__(self) -> int:
-        return int(self.ids.shape[0])
-
-    @overload
-    def __getitem__(self, index: int) -> Status: ...
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[Status]: ...
-    def __getitem__(self, index: int | slice) -> Status | Sequence[Status]:
-        if isinstance(index, slice):
-            return CodedStatuses(self.ids[index], self.distinct)
-        return self.distinct[int(self.ids[index])]
-
-    def __iter__(self) -> Iterator[Status]:
-        distinct = self.distinct
-        return iter([distinct[i] for i in self.ids.tolist()])
 
 
 def default_normalize_all(
@@ -229,7 +158,7 @@ class PluginLayout:
         )
 
 
-EXTENSION_POINTS_BY_KEY: dict[str, str] = {name[0].lower() + name[1:]: name for name in EXTENSION_POINTS}
+EXTENSION_POINTS_BY_KEY: dict[str, str] = PROFILE_KEYS
 
 
 # --- what the framework needs from its handle -------------------------------------------------------
@@ -383,6 +312,7 @@ class Framework:
         self.metrics = metrics
         self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
         self.plugins: dict[str, Plugin] = {}
+        self.closed = False
         for name in layout.order:
             klass = layout.classes[name]
             _check_vector_forms(name, klass)
@@ -403,14 +333,17 @@ class Framework:
                 out.append((name, inst))
             return out
 
-        self.pre_enqueue: list[tuple[str, PreEnqueuePlugin]] = at("PreEnqueue")
-        self.queue_sort: list[tuple[str, QueueSortPlugin]] = at("QueueSort")
-        self.pre_filter: list[tuple[str, PreFilterPlugin]] = at("PreFilter")
+        # One list per row of the extension-point table; the typed attributes below are views of it.
+        self.by_point: dict[str, list[tuple[str, Any]]] = {p.name: at(p.name) for p in EXTENSION_POINT_TABLE}
+        points = self.by_point
+        self.pre_enqueue: list[tuple[str, PreEnqueuePlugin]] = points["PreEnqueue"]
+        self.queue_sort: list[tuple[str, QueueSortPlugin]] = points["QueueSort"]
+        self.pre_filter: list[tuple[str, PreFilterPlugin]] = points["PreFilter"]
         self.filters: list[_Filter] = [
-            _Filter(n, p, p if isinstance(p, VectorFilter) else None) for n, p in at("Filter")
+            _Filter(n, p, p if isinstance(p, VectorFilter) else None) for n, p in points["Filter"]
         ]
-        self.post_filter: list[tuple[str, PostFilterPlugin]] = at("PostFilter")
-        self.pre_score: list[tuple[str, PreScorePlugin]] = at("PreScore")
+        self.post_filter: list[tuple[str, PostFilterPlugin]] = points["PostFilter"]
+        self.pre_score: list[tuple[str, PreScorePlugin]] = points["PreScore"]
         self.scores: list[_Score] = [
             _Score(
                 n,
@@ -419,13 +352,13 @@ class Framework:
                 p.score_extensions(),
                 int(layout.weights.get(n, 1) or 1),
             )
-            for n, p in at("Score")
+            for n, p in points["Score"]
         ]
-        self.reserve: list[tuple[str, ReservePlugin]] = at("Reserve")
-        self.permit: list[tuple[str, PermitPlugin]] = at("Permit")
-        self.pre_bind: list[tuple[str, PreBindPlugin]] = at("PreBind")
-        self.bind: list[tuple[str, BindPlugin]] = at("Bind")
-        self.post_bind: list[tuple[str, PostBindPlugin]] = at("PostBind")
+        self.reserve: list[tuple[str, ReservePlugin]] = points["Reserve"]
+        self.permit: list[tuple[str, PermitPlugin]] = points["Permit"]
+        self.pre_bind: list[tuple[str, PreBindPlugin]] = points["PreBind"]
+        self.bind: list[tuple[str, BindPlugin]] = points["Bind"]
+        self.post_bind: list[tuple[str, PostBindPlugin]] = points["PostBind"]
         # Koordinator's extensions (frameworkext): transformers in PreFilter order, the reservation hooks on
         # every plugin of the profile that implements them, in instantiation order.
         self.transformers: list[tuple[str, PreFilterTransformer]] = [
@@ -435,6 +368,13 @@ class Framework:
         self.explainers: list[tuple[str, CycleExplainer]] = [
             (n, p) for n, p in self.plugins.items() if isinstance(p, CycleExplainer)
         ]
+
+    def close(self) -> None:
+        """Call every plugin's ``close`` once, in reverse construction order; a failure is logged and the
+        rest still close."""
+        if not self.closed:
+            self.closed = True
+            close_plugins(self.plugins, f"profile {self.profile_name}")
 
     # --- introspection ------------------------------------------------------------------------------
     def plugin(self, name: str) -> Plugin:

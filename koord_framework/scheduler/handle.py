@@ -9,9 +9,9 @@ kube-scheduler's handle also has and the core plugins need: ``snapshot`` (with t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from collections.abc import Set as AbstractSet
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from koord_framework.api.objects import PodInfo
 from koord_framework.cluster.clock import Clock
@@ -40,6 +40,7 @@ class SchedulerHandle(ExtendedHandle):
         self._scheduler = scheduler
         self.profile_name = profile_name
         self._framework: Framework | None = None
+        self._slots: dict[Hashable, Any] = {}
 
     def bind_framework(self, framework: Framework) -> None:
         """Set once the profile's plugins exist (they receive the handle while being built)."""
@@ -52,6 +53,13 @@ class SchedulerHandle(ExtendedHandle):
                 "the profile's framework is still being built (called from a plugin constructor?)"
             )
         return self._framework
+
+    # --- shared slots (``Handle.shared``) ----------------------------------------------------------------
+    def _shared_slots(self) -> dict[Hashable, Any]:
+        return self._slots
+
+    def _component_slots(self) -> dict[Hashable, Any]:
+        return self._scheduler.shared_slots
 
     # --- shared parts -------------------------------------------------------------------------------
     @property

@@ -22,21 +22,28 @@ mutate it — PreBind plugins put changes into ``state.pod_mutation``). Statuses
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar, Protocol, cast, overload
+
+import numpy as np
 
 from koord_framework.api.objects import PodInfo
+from koord_framework.cluster.port import Informer
 from koord_framework.handle import BaseHandle
-from koord_framework.plugin import ExtensionPoint, Plugin, PluginArgs
+from koord_framework.plugin import ArgsT, ExtensionPoint, Plugin
 from koord_framework.scheduler.cycle_state import CycleState
 from koord_framework.scheduler.nodeinfo import NodeInfo
 from koord_framework.scheduler.status import Status
 from koord_framework.scheduler.table import BoolArray, Int64Array, NodeTable
 from koord_framework.scheduler.topologymanager import NUMATopologyHintProvider
 
-if TYPE_CHECKING:
-    from koord_framework.cluster.informer import SharedInformer
+_EMPTY_ROWS: Int64Array = np.zeros(0, dtype=np.int64)
+
+PODS_TO_ACTIVATE = "kubernetes.io/pods-to-activate"
+"""CycleState key of a ``dict[str, PodInfo]`` (uid → pod) that plugins fill to have pods moved to the active
+queue after this cycle (kube-scheduler's ``PodsToActivate``; Coscheduling uses it for a gang's siblings)."""
 
 
 # --- values passed between the framework and plugins ---------------------------------------------------
@@ -87,6 +94,68 @@ class ClusterEvent:
     action: str = "*"
 
 
+class NodeToStatusReader(Mapping[str, Status]):
+    """What PostFilter gets: node name → the status that rejected the node (kube-scheduler's
+    ``NodeToStatusReader``).
+
+    Nodes a PreFilter result excluded are covered too (with the status that excluded them), so the map may
+    be far larger than the nodes Filter visited; ``codes(rows)`` answers for many snapshot rows at once (the
+    ``Code`` of each row's status, -1 for none), so that preemption can set aside the nodes it cannot help
+    without a lookup per node. The framework passes one; tests may pass a plain mapping, so check with
+    ``isinstance`` before calling ``codes``.
+    """
+
+    @abc.abstractmethod
+    def codes(self, rows: Int64Array) -> Int64Array:
+        """Per snapshot row: the ``Code`` (as an int) of its status, -1 for rows without one."""
+
+
+class SnapshotView(Protocol):
+    """The nodes of the current scheduling cycle, as rows of one ``NodeTable``, with a change log.
+
+    kube-scheduler's ``SharedLister``, plus what per-row caches need: every replacement or removal of a
+    node's ``NodeInfo`` appends its row to a log, so a plugin that keeps per-row aggregates (pods matching a
+    selector, a verdict per pod shape) recounts only ``rows_changed_since(seq)`` instead of every node.
+    Read-only: never modify what it returns.
+    """
+
+    @property
+    def table(self) -> NodeTable:
+        """The numeric columns of every row (allocatable, requested, ...)."""
+
+    @property
+    def by_row(self) -> Sequence[NodeInfo | None]:
+        """Row → the node's ``NodeInfo`` (None for rows of removed nodes)."""
+
+    @property
+    def node_list(self) -> Sequence[NodeInfo]:
+        """Present nodes in row order (what ``Handle.node_infos()`` returns)."""
+
+    @property
+    def rows(self) -> Int64Array:
+        """Rows of ``node_list``."""
+
+    @property
+    def change_seq(self) -> int:
+        """Position in the change log after the last change."""
+
+    def rows_changed_since(self, seq: int) -> list[int] | None:
+        """Rows replaced or removed since ``change_seq`` was ``seq`` (repeats possible); None when that part
+        of the log was dropped: rebuild from scratch then."""
+
+    def get(self, name: str) -> NodeInfo | None:
+        """The node's ``NodeInfo``, or None."""
+
+    def rows_of(self, names: Iterable[str]) -> Int64Array:
+        """Rows of the present nodes among ``names``, in row order (unknown names dropped)."""
+
+    def have_pods_with_affinity(self) -> Sequence[NodeInfo]:
+        """Nodes with at least one pod that has pod (anti-)affinity."""
+
+    def have_pods_with_required_anti_affinity(self) -> Sequence[NodeInfo]:
+        """Nodes with at least one pod that has required pod anti-affinity."""
+
+
 # --- the handle -----------------------------------------------------------------------------------
 class WaitingPod(abc.ABC):
     """A pod held at Permit. Any plugin may ``allow`` (per plugin) or ``reject`` it."""
@@ -112,13 +181,37 @@ class WaitingPod(abc.ABC):
 
 
 class Handle(BaseHandle):
-    """What the framework gives every plugin: cluster access (``BaseHandle``), shared caches, the snapshot,
-    waiting pods."""
+    """What the framework gives every plugin (kube-scheduler's ``framework.Handle``): cluster access, the
+    metrics registry and per-handle shared slots (``BaseHandle``), the informer, the cycle's snapshot,
+    waiting pods, the nominator and the queue's activation, and the framework's runners that preemption
+    calls."""
 
     @property
     @abc.abstractmethod
-    def informer(self) -> SharedInformer:
+    def informer(self) -> Informer:
         """The shared informer: plugins read CRDs (NodeMetric, PodGroup, ...) and register handlers here."""
+
+    @property
+    def snapshot(self) -> SnapshotView | None:
+        """The snapshot of the current scheduling cycle (refreshed at the start of every cycle), with its
+        change log; None for a handle that keeps none (a hand-made test handle): plugins then fall back to
+        walking ``node_infos()``."""
+        return None
+
+    def nominated_pods_for_node(self, node_name: str) -> list[PodInfo]:
+        """Pods nominated to ``node_name`` by preemption and not bound yet (kube-scheduler's
+        ``PodNominator``). A handle without a queue has none."""
+        return []
+
+    def nominated_node_names(self) -> AbstractSet[str]:
+        """Nodes with at least one nominated pod."""
+        return frozenset()
+
+    def activate_pods(self, pods: Iterable[PodInfo]) -> None:
+        """Move pods waiting in backoff or as unschedulable to the active queue (kube-scheduler's
+        ``Activate``; Coscheduling wakes a gang's siblings so). In a scheduling cycle, filling the
+        ``PODS_TO_ACTIVATE`` cycle-state entry does the same once the cycle ends."""
+        raise NotImplementedError(f"{type(self).__name__} has no scheduling queue to activate pods in")
 
     @abc.abstractmethod
     def node_infos(self) -> Sequence[NodeInfo]:
@@ -186,11 +279,12 @@ class SimulationReporter(abc.ABC):
 
 
 # --- extension points -----------------------------------------------------------------------------
-class SchedulerPlugin(Plugin):
+class SchedulerPlugin(Plugin[ArgsT]):
     """Base of scheduler plugins: constructed once per profile with validated args and the handle."""
 
-    def __init__(self, args: PluginArgs, handle: Handle) -> None:
-        self.args = args
+    def __init__(self, args: ArgsT, handle: Handle) -> None:
+        # Validated again when given raw (a mapping in a test): ``self.args`` is always ``Args``.
+        self.args = cast(ArgsT, type(self).parse_args(args))
         self.handle = handle
 
 
@@ -282,8 +376,85 @@ class VectorFilter(abc.ABC):
     ) -> BoolArray: ...
 
 
+class VectorNormalize(abc.ABC):
+    """The vectorised form of ``ScoreExtensions.normalize_score``, for a plugin's score extensions object.
+
+    ``normalize_all`` gets the raw scores of ``rows`` and returns the normalized ones (a new array or the
+    same one rewritten). Without it the framework builds a ``list[NodeScore]`` per pod, which on hundreds
+    of feasible nodes costs more than the normalisation itself.
+    """
+
+    @abc.abstractmethod
+    def normalize_all(
+        self, state: CycleState, pod: PodInfo, rows: Int64Array, scores: Int64Array
+    ) -> Int64Array: ...
+
+
+class VectorFilterStatuses(abc.ABC):
+    """For a ``VectorFilter`` plugin: the statuses ``filter`` would return for rows ``filter_all`` rejected.
+
+    When no node fits, every rejected node needs its status (for the "0/N nodes are available" message and
+    for preemption, which skips UnschedulableAndUnresolvable nodes). Without this, the framework calls
+    ``filter`` once per rejected node — on thousands of nodes that costs far more than the failed search
+    itself. The statuses must equal what ``filter`` returns node by node (share Status objects between rows:
+    they are immutable); the framework names the plugin in them.
+    """
+
+    @abc.abstractmethod
+    def filter_statuses(
+        self, state: CycleState, pod: PodInfo, table: NodeTable, rows: Int64Array
+    ) -> Sequence[Status]:
+        """One status per row of ``rows``; return a ``CodedStatuses`` to skip building a per-row list."""
+
+
+class CodedStatuses(Sequence[Status]):
+    """Per-row statuses held as an index per row into a short list of distinct statuses.
+
+    What ``VectorFilterStatuses.filter_statuses`` may return instead of a list: a plugin whose rejections
+    are reason codes per row (an array) then answers thousands of rows with one ``np.unique`` and a status
+    per distinct code, and the framework keeps the arrays as they are (``RowStatuses``). On a 1,000-node
+    cluster a pod that fits nowhere would otherwise cost a million list entries per thousand such pods. It
+    is a ``Sequence[Status]`` too, so code that indexes or iterates it sees one status per row.
+    """
+
+    __slots__ = ("distinct", "ids")
+
+    def __init__(self, ids: Int64Array, distinct: Sequence[Status]) -> None:
+        self.ids = ids
+        """Per row: an index into ``distinct``."""
+        self.distinct = list(distinct)
+
+    @classmethod
+    def from_codes(cls, codes: Int64Array, status_of: Callable[[int], Status]) -> CodedStatuses:
+        """Statuses from integer reason codes per row; ``status_of`` is called once per distinct code."""
+        if codes.size == 0:
+            return cls(_EMPTY_ROWS, [])
+        unique, inverse = np.unique(codes, return_inverse=True)
+        ids = inverse.astype(np.int64, copy=False).reshape(-1)
+        return cls(ids, [status_of(int(c)) for c in unique.tolist()])
+
+    def __len__(self) -> int:
+        return int(self.ids.shape[0])
+
+    @overload
+    def __getitem__(self, index: int) -> Status: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Status]: ...
+    def __getitem__(self, index: int | slice) -> Status | Sequence[Status]:
+        if isinstance(index, slice):
+            return CodedStatuses(self.ids[index], self.distinct)
+        return self.distinct[int(self.ids[index])]
+
+    def __iter__(self) -> Iterator[Status]:
+        distinct = self.distinct
+        return iter([distinct[i] for i in self.ids.tolist()])
+
+
 class PostFilterPlugin(ExtensionPoint):
-    """Called when no node passed Filter (preemption lives here). Stops at the first Success."""
+    """Called when no node passed Filter (preemption lives here). Stops at the first Success.
+
+    ``filtered`` is a ``NodeToStatusReader`` when the framework calls (a plain mapping in some tests).
+    """
 
     extension_point: ClassVar[str] = "PostFilter"
 
@@ -387,26 +558,56 @@ class PostBindPlugin(ExtensionPoint):
     def post_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> None: ...
 
 
-EXTENSION_POINTS: dict[str, type[ExtensionPoint]] = {
-    cls.extension_point: cls
-    for cls in (
-        PreEnqueuePlugin,
-        QueueSortPlugin,
-        PreFilterPlugin,
-        FilterPlugin,
-        PostFilterPlugin,
-        PreScorePlugin,
-        ScorePlugin,
-        ReservePlugin,
-        PermitPlugin,
-        PreBindPlugin,
+@dataclass(frozen=True)
+class PointSpec:
+    """One scheduler extension point: its name, its profile key, its ABC and what a profile enables there."""
+
+    name: str
+    """As plugin classes declare it and profiles' ``Plugins`` keys capitalise it: ``PreFilter``."""
+    abc: type[ExtensionPoint]
+    doc: str
+    """What the point's ``Plugins`` entry enables (the profile schema's description)."""
+
+    @property
+    def key(self) -> str:
+        """The profile YAML key: ``preFilter``."""
+        return self.name[0].lower() + self.name[1:]
+
+    @property
+    def field(self) -> str:
+        """The snake_case attribute of the ``Plugins`` model: ``pre_filter``."""
+        return "".join("_" + c.lower() if c.isupper() else c for c in self.name).lstrip("_")
+
+
+EXTENSION_POINT_TABLE: tuple[PointSpec, ...] = (
+    PointSpec("PreEnqueue", PreEnqueuePlugin, "Gate pods before they enter the active queue."),
+    PointSpec(
+        "QueueSort", QueueSortPlugin, "Orders the queue; exactly one plugin, the same in every profile."
+    ),
+    PointSpec(
+        "PreFilter", PreFilterPlugin, "Once per pod before Filter: compute state, reject early, narrow."
+    ),
+    PointSpec("Filter", FilterPlugin, "Is a node feasible for the pod? Plugins run in order per node."),
+    PointSpec("PostFilter", PostFilterPlugin, "Runs only when no node fits (preemption)."),
+    PointSpec("PreScore", PreScorePlugin, "Once per pod before Score, with the feasible nodes."),
+    PointSpec("Score", ScorePlugin, "Ranks feasible nodes; each plugin's score is multiplied by its weight."),
+    PointSpec("Reserve", ReservePlugin, "Claims resources in plugin caches for the chosen node."),
+    PointSpec("Permit", PermitPlugin, "Approves, denies or delays binding."),
+    PointSpec("PreBind", PreBindPlugin, "Work before Bind (allocation annotations)."),
+    PointSpec(
+        "Bind",
         BindPlugin,
-        PostBindPlugin,
-    )
-}
+        "Binds the pod; the first plugin that does not skip wins. At least one is required.",
+    ),
+    PointSpec("PostBind", PostBindPlugin, "Informational, after a successful bind."),
+)
+"""The scheduler's extension points in kube-scheduler's call order: the one table the profile keys, the
+``Plugins`` model of the configuration and the framework's runner lists are derived from."""
+
+EXTENSION_POINTS: dict[str, type[ExtensionPoint]] = {p.name: p.abc for p in EXTENSION_POINT_TABLE}
 """Extension-point name (as profiles spell it, capitalised) -> ABC."""
 
-PROFILE_KEYS: dict[str, str] = {name[0].lower() + name[1:]: name for name in EXTENSION_POINTS}
+PROFILE_KEYS: dict[str, str] = {p.key: p.name for p in EXTENSION_POINT_TABLE}
 """Profile YAML key (``preFilter``) -> extension-point name (``PreFilter``)."""
 
 
@@ -416,11 +617,14 @@ def implements(cls: type, point: str) -> bool:
 
 __all__ = [
     "EXTENSION_POINTS",
+    "EXTENSION_POINT_TABLE",
+    "PODS_TO_ACTIVATE",
     "PROFILE_KEYS",
     "BackgroundController",
     "BindPlugin",
     "BoolArray",
     "ClusterEvent",
+    "CodedStatuses",
     "ControllerProvider",
     "CycleState",
     "EnqueueExtensions",
@@ -430,7 +634,9 @@ __all__ = [
     "NodeInfo",
     "NodeScore",
     "NodeTable",
+    "NodeToStatusReader",
     "PermitPlugin",
+    "PointSpec",
     "PostBindPlugin",
     "PostFilterPlugin",
     "PostFilterResult",
@@ -447,8 +653,11 @@ __all__ = [
     "ScoreExtensions",
     "ScorePlugin",
     "SimulationReporter",
+    "SnapshotView",
     "Status",
     "VectorFilter",
+    "VectorFilterStatuses",
+    "VectorNormalize",
     "VectorScore",
     "WaitingPod",
     "implements",

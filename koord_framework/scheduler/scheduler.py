@@ -37,7 +37,6 @@ import numpy as np
 from koord_framework.api.objects import NodeRecord, PodInfo, copy_pod_info
 from koord_framework.cluster.clock import Clock, VirtualClock
 from koord_framework.cluster.informer import NodeCache, PodCache, SharedInformer
-from koord_framework.cluster.kinds import KINDS
 from koord_framework.cluster.port import ClusterPort
 from koord_framework.errors import ClusterError
 from koord_framework.scheduler.cache import SchedulerCache, Snapshot
@@ -57,6 +56,7 @@ from koord_framework.scheduler.interface import (
     BackgroundController,
     ClusterEvent,
     ControllerProvider,
+    NodeToStatusReader,
     QueuedPodInfo,
     WaitingPod,
 )
@@ -194,7 +194,7 @@ class Diagnosis:
         return msg
 
 
-class NodeToStatus(Mapping[str, Status]):
+class NodeToStatus(NodeToStatusReader):
     """Node → rejection status for PostFilter, lazily covering nodes outside ``explicit`` with ``absent``.
 
     ``codes(rows)`` answers for many snapshot rows at once (the ``Code`` of each row's status, -1 for none),
@@ -443,6 +443,8 @@ class Scheduler:
         self.attempt_count = 0
 
         self.reserve_pod_queue = _ReservePodQueue(self)
+        self.shared_slots: dict[Any, Any] = {}
+        """What plugins of every profile share (``Handle.shared(scope="component")``)."""
         # The typed caches exist before the plugins, so that plugin constructors can share them.
         self.pod_cache: PodCache = PodCache(self.informer)
         self.node_cache: NodeCache = NodeCache(self.informer)
@@ -513,7 +515,7 @@ class Scheduler:
             self._move(EVENT_POD_ADD)
         self.reserve_pod_queue.start()
         for kind in sorted({ev.kind for evs in self._events.values() if evs for ev in evs}):
-            if kind in KINDS and kind not in ("Pod", "Node"):
+            if kind in self.cluster.kinds and kind not in ("Pod", "Node"):
                 # The informer replays existing objects to ``on_add`` at registration; those are not events.
                 relay = _EventRelay(self, kind)
                 self.informer.add_handler(kind, relay.on_add, relay.on_update, relay.on_delete)
@@ -525,6 +527,8 @@ class Scheduler:
         self.queue.close()
         if self._executor is not None:
             self._executor.shutdown(wait=True)
+        for fw in self.frameworks.values():
+            fw.close()  # every plugin's close(), once
 
     def __enter__(self) -> Scheduler:
         self.start()

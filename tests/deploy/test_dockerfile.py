@@ -40,6 +40,8 @@ def test_every_plugin_is_built_by_the_glob() -> None:
     builder = stages()[0]
     [wheel] = [ln for ln in builder if "pip wheel" in ln]
     assert " . " in wheel and "plugins/*/" in wheel
+    # Plugins depend on the family libraries: those must be built from the tree too, before the plugins.
+    assert " libs/*/ plugins/*/" in wheel
     plugins = sorted(p.parent.name for p in ROOT.glob("plugins/*/pyproject.toml"))
     assert plugins, "there are plugins to install"
     assert (

@@ -9,19 +9,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from koord_framework.api.objects import PodInfo
-from koord_framework.api.resources import parse_resource_list
-from koord_framework.cluster.clock import VirtualClock, format_time
-from koord_framework.descheduler.anomaly import BasicDetector, State
-from koord_framework.descheduler.interface import EvictOptions
-from koord_framework.descheduler.limiter import EvictionLimiter
-from koord_framework.descheduler.sorter import (
+from koord_lib_descheduling.sorter import (
     most_requested_score,
     pod_usage_score,
     resource_usage_score,
     sort_pods_by_usage,
 )
+from koord_plugin_lownodeload.anomaly import BasicDetector, State
+
+from koord_framework.api.objects import PodInfo
+from koord_framework.api.resources import parse_resource_list
+from koord_framework.cluster.clock import VirtualClock, format_time
+from koord_framework.descheduler.interface import EvictOptions
+from koord_framework.descheduler.limiter import EvictionLimiter
 from koord_framework.testing.builders import make_node, make_pod
 from koord_framework.testing.descheduler import DeschedulerHarness
 

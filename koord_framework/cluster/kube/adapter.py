@@ -38,6 +38,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from koord_framework.cluster.clock import Clock, WallClock
+from koord_framework.cluster.kinds import KindRegistry
 from koord_framework.cluster.kube.events import EventSink
 from koord_framework.cluster.kube.transport import (
     DEFAULT_BURST,
@@ -91,8 +92,11 @@ class KubeCluster(ClusterPort):
         page_size: int = DEFAULT_PAGE_SIZE,
         event_queue_size: int = 1000,
         watch_timeout: float | None = None,
+        kinds: KindRegistry | None = None,
     ) -> None:
         self.transport = transport
+        self.kinds: KindRegistry = kinds if kinds is not None else KindRegistry.discover()
+        transport.kinds = self.kinds
         self.clock: Clock = clock if clock is not None else WallClock()
         self.component = component
         self.grace_period_seconds = grace_period_seconds

@@ -14,10 +14,11 @@ import queue
 import socket
 import threading
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from koord_framework.cluster.clock import format_time
-from koord_framework.cluster.kinds import KINDS
+from koord_framework.cluster.kinds import KINDS, KindInfo
 from koord_framework.cluster.kube.transport import Transport
 from koord_framework.cluster.port import EventRecord, Obj
 from koord_framework.errors import ClusterError
@@ -30,9 +31,16 @@ _INVOLVED_KEYS = ("uid", "apiVersion", "resourceVersion", "fieldPath")
 """``EventRecord.extra`` keys that describe the involved object rather than the event."""
 
 
-def event_manifest(event: EventRecord, *, default_component: str, instance: str, now: float) -> Obj:
+def event_manifest(
+    event: EventRecord,
+    *,
+    default_component: str,
+    instance: str,
+    now: float,
+    kinds: Mapping[str, KindInfo] = KINDS,
+) -> Obj:
     """The ``core/v1`` Event for a record. Its name is unique per object and nanosecond, as client-go's."""
-    info = KINDS.get(event.kind)
+    info = kinds.get(event.kind)
     namespaced = info.namespaced if info is not None else bool(event.namespace)
     namespace = (event.namespace or "default") if namespaced else "default"
     involved: dict[str, Any] = {"kind": event.kind, "name": event.name}
@@ -79,7 +87,11 @@ class EventSink:
 
     def record(self, event: EventRecord) -> None:
         manifest = event_manifest(
-            event, default_component=self.component, instance=self.instance, now=time.time()
+            event,
+            default_component=self.component,
+            instance=self.instance,
+            now=time.time(),
+            kinds=self.transport.kinds,
         )
         self._ensure_thread()
         try:

@@ -89,6 +89,8 @@ class Transport:
         user_agent: str = "koord",
     ) -> None:
         self.api_client = api_client
+        self.kinds: Mapping[str, KindInfo] = KINDS
+        """The kinds requests may name (the ``KubeCluster`` sets its registry here)."""
         self.configuration = api_client.configuration
         self.host = str(self.configuration.host).rstrip("/")
         self.limiter = TokenBucket(qps, burst)
@@ -229,9 +231,9 @@ class Transport:
         found = self._resources.get(kind)
         if found is not None:
             return found
-        info = KINDS.get(kind)
+        info = self.kinds.get(kind)
         if info is None:
-            raise NotFoundError(f"unknown kind {kind!r}; known kinds: {', '.join(sorted(KINDS))}")
+            raise NotFoundError(f"unknown kind {kind!r}; known kinds: {', '.join(sorted(self.kinds))}")
         for api_version in (info.api_version, *_FALLBACK_VERSIONS.get(kind, ())):
             listing = self._group_version(api_version)
             if listing is not None and info.plural in listing:

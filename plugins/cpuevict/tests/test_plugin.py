@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from koord_plugin_cpuevict import BECPUEvict
 
-from koord_framework.cluster.memory import MemoryCluster
 from koord_framework.koordlet.metrics.cache import MetricKind
+from koord_framework.testing import MemoryCluster
 from koord_framework.testing.conformance import PluginConformance
 from koord_framework.testing.hosttree import FakeHostTree, QOSHarness, make_running_pod
 

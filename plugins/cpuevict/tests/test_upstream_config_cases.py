@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from koord_lib_evictpolicy.evict_policy import check_allocatable_config
 from koord_plugin_cpuevict.policy import ConfigInvalid, check_used_threshold_config
 
 from koord_framework.api.resources import CPU
-from koord_framework.koordlet.evict_policy import check_allocatable_config
 from koord_framework.koordlet.nodeslo import ResourceThresholdStrategy
 
 

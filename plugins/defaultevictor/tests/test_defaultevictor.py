@@ -8,8 +8,7 @@ import pytest
 from koord_plugin_defaultevictor import DefaultEvictor
 
 from koord_framework.api.objects import PodInfo
-from koord_framework.descheduler.framework import EvictionFailed
-from koord_framework.descheduler.interface import EvictOptions
+from koord_framework.descheduler.interface import EvictionFailed, EvictOptions
 from koord_framework.errors import KoordError
 from koord_framework.testing.builders import make_node, make_pdb, make_pod
 from koord_framework.testing.conformance import PluginConformance

@@ -13,11 +13,11 @@ import pytest
 
 from koord_framework.api.objects import NodeRecord, PodInfo
 from koord_framework.cluster.clock import VirtualClock
-from koord_framework.cluster.memory import MemoryCluster
 from koord_framework.scheduler.cycle_state import CycleState
 from koord_framework.scheduler.interface import Handle, NodeInfo, NodeTable, SchedulerPlugin, WaitingPod
 from koord_framework.scheduler.nodeinfo import non_zero_requests
 from koord_framework.scheduler.status import Status
+from koord_framework.testing import MemoryCluster
 
 
 def node(

@@ -39,8 +39,7 @@ from koord_plugin_kubernetes.tainttoleration import TaintToleration
 from koord_framework.api.objects import PodInfo
 from koord_framework.api.selectors import RequiredNodeAffinity
 from koord_framework.scheduler.cycle_state import CycleState
-from koord_framework.scheduler.framework import VectorFilterStatuses
-from koord_framework.scheduler.interface import NodeScore, VectorFilter
+from koord_framework.scheduler.interface import NodeScore, VectorFilter, VectorFilterStatuses
 from koord_framework.testing import make_node
 from koord_framework.testing.scheduler import SchedulerHarness
 

@@ -240,8 +240,9 @@ def test_sort_pods_on_one_overloaded_node_vector() -> None:
 
 
 def test_sort_nodes_by_usage_vector() -> None:
+    from koord_lib_descheduling.sorter import resource_usage_score, sort_by_score
+
     from koord_framework.api.resources import parse_resource_list
-    from koord_framework.descheduler.sorter import resource_usage_score, sort_by_score
 
     vector = VECTORS["D032"]
     inputs = vector["inputs"]

@@ -8,9 +8,9 @@ from typing import Any
 
 from koord_plugin_memoryevict import BEMemoryEvict
 
-from koord_framework.cluster.memory import MemoryCluster
 from koord_framework.koordlet.metrics.cache import MetricCache, MetricKind
 from koord_framework.koordlet.metrics.collector import ResourceCollector
+from koord_framework.testing import MemoryCluster
 from koord_framework.testing.conformance import PluginConformance
 from koord_framework.testing.hosttree import FakeHostTree, QOSHarness, make_running_pod
 

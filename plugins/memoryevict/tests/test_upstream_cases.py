@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from koord_lib_evictpolicy.evict_policy import priority_evict_infos
 from koord_plugin_memoryevict import BEMemoryEvict
 from koord_plugin_memoryevict.plugin import TRIGGER_ORDER, Trigger
 from koord_plugin_memoryevict.policy import (
@@ -18,13 +19,12 @@ from koord_plugin_memoryevict.policy import (
 )
 
 from koord_framework.api.resources import to_int
-from koord_framework.cluster.memory import MemoryCluster
-from koord_framework.koordlet.evict_policy import priority_evict_infos
 from koord_framework.koordlet.eviction import PodEvictInfo
 from koord_framework.koordlet.metrics.cache import MetricKind
 from koord_framework.koordlet.nodeslo import ResourceThresholdStrategy
 from koord_framework.koordlet.qos import QOSContext
 from koord_framework.koordlet.states import NodeState
+from koord_framework.testing import MemoryCluster
 from koord_framework.testing.hosttree import FakeHostTree, QOSHarness, make_running_pod
 
 GIB = 1024**3

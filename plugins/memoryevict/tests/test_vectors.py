@@ -11,12 +11,12 @@ from koord_plugin_memoryevict import BEMemoryEvict
 from koord_plugin_memoryevict.policy import release_by_allocatable, release_by_used_threshold
 
 from koord_framework.api.resources import to_int
-from koord_framework.cluster.memory import MemoryCluster
 from koord_framework.koordlet.cgroups import CgroupDriver, CgroupLayout, CgroupVersion
 from koord_framework.koordlet.hostpaths import HostPaths
 from koord_framework.koordlet.metrics.cache import MetricKind
 from koord_framework.koordlet.nodeslo import ResourceThresholdStrategy
 from koord_framework.koordlet.states import PodMeta
+from koord_framework.testing import MemoryCluster
 from koord_framework.testing.hosttree import FakeHostTree, QOSHarness
 
 VECTORS = json.loads((Path(__file__).parent / "data" / "vectors.json").read_text())["vectors"]

@@ -10,8 +10,7 @@ import pytest
 from koord_plugin_migration import MigrationController, jobs, max_unavailable
 
 from koord_framework.api.objects import PodInfo
-from koord_framework.descheduler.framework import EvictionFailed
-from koord_framework.descheduler.interface import EvictOptions
+from koord_framework.descheduler.interface import EvictionFailed, EvictOptions
 from koord_framework.testing.builders import make_node, make_pdb, make_pod
 from koord_framework.testing.conformance import PluginConformance
 from koord_framework.testing.descheduler import DeschedulerHarness

@@ -53,14 +53,14 @@ class CPUBurstArgs(IntervalArgs):
     """Args of ``CPUBurst``. The policy and percentages come from the NodeSLO's ``cpuBurstStrategy``."""
 
 
-class CPUBurst(QOSStrategy):
+class CPUBurst(QOSStrategy[CPUBurstArgs]):
     """cpu.cfs_burst_us and elastic cfs quota for burstable (LS and unlabelled) pods."""
 
     name: ClassVar[str] = "CPUBurst"
     Args: ClassVar[type[PluginArgs]] = CPUBurstArgs
     feature: ClassVar[str] = "CPUBurst"
 
-    def __init__(self, args: PluginArgs, context: QOSContext, *, rng: random.Random | None = None) -> None:
+    def __init__(self, args: CPUBurstArgs, context: QOSContext, *, rng: random.Random | None = None) -> None:
         super().__init__(args, context)
         self.limiters: dict[str, BurstLimiter] = {}
         self._rng = rng or random.Random()

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field
-
-from koord_framework.api.resources import BATCH_CPU, CPU
-from koord_framework.koordlet.evict_policy import (
+from koord_lib_evictpolicy.evict_policy import (
     EvictResource,
     ThresholdEvictStrategy,
     priority_evict_infos,
 )
+from pydantic import Field
+
+from koord_framework.api.resources import BATCH_CPU, CPU
 from koord_framework.koordlet.eviction import EVICT_REASON_PREFIX, EvictTask, ReleaseTarget
 from koord_framework.koordlet.metrics.cache import MetricKind, Window
 from koord_framework.koordlet.nodeslo import ResourceThresholdStrategy
@@ -60,7 +60,7 @@ def _sample(w: Window, last: bool = False) -> tuple[float, int]:
     return (w.last() if last else w.avg()), w.count
 
 
-class BECPUEvict(ThresholdEvictStrategy[Trigger]):
+class BECPUEvict(ThresholdEvictStrategy[Trigger, BECPUEvictArgs]):
     """Evict BE pods starved of CPU, and (opt-in) pods over the CPU allocatable or usage thresholds."""
 
     name: ClassVar[str] = "BECPUEvict"
@@ -69,8 +69,7 @@ class BECPUEvict(ThresholdEvictStrategy[Trigger]):
     resource: ClassVar[EvictResource] = CPU
     pod_usage_metric: ClassVar[MetricKind] = MetricKind.POD_CPU_USAGE
 
-    def __init__(self, args: PluginArgs, context: QOSContext) -> None:
-        assert isinstance(args, BECPUEvictArgs)
+    def __init__(self, args: BECPUEvictArgs, context: QOSContext) -> None:
         super().__init__(
             args,
             context,

@@ -11,7 +11,7 @@ Three triggers share the strategy (Koordinator feature names):
 * ``CPUEvict`` -- the node's CPU usage is above ``cpuEvictThresholdPercent``.
 
 The release and candidate rules the two priority-based triggers share with memory eviction live in
-``koord_framework.koordlet.evict_policy``; this module keeps what is CPU's own.
+``koord_lib_evictpolicy.evict_policy``; this module keeps what is CPU's own.
 """
 
 from __future__ import annotations
@@ -20,14 +20,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from koord_framework.api.qos import QoSClass
-from koord_framework.api.resources import BATCH_CPU, CPU, parse_resource_list
-from koord_framework.koordlet.evict_policy import (
+from koord_lib_evictpolicy.evict_policy import (
     ConfigInvalid,
     lower_percent_or_default,
     release_by_allocatable,
     release_by_used_percent,
 )
+
+from koord_framework.api.qos import QoSClass
+from koord_framework.api.resources import BATCH_CPU, CPU, parse_resource_list
 from koord_framework.koordlet.eviction import PodEvictInfo, eviction_policy_allowed, sort_by_less
 from koord_framework.koordlet.nodeslo import CPUEvictPolicy, ResourceThresholdStrategy
 from koord_framework.koordlet.states import PodMeta

@@ -57,14 +57,14 @@ class BECPUSuppressArgs(IntervalArgs):
     """Args of ``BECPUSuppress``. The thresholds come from the node's NodeSLO, not from here."""
 
 
-class BECPUSuppress(QOSStrategy):
+class BECPUSuppress(QOSStrategy[BECPUSuppressArgs]):
     """Suppress best-effort CPU by cpuset or cfs quota (Koordinator feature ``BECPUSuppress``)."""
 
     name: ClassVar[str] = "BECPUSuppress"
     Args: ClassVar[type[PluginArgs]] = BECPUSuppressArgs
     feature: ClassVar[str] = "BECPUSuppress"
 
-    def __init__(self, args: PluginArgs, context: QOSContext) -> None:
+    def __init__(self, args: BECPUSuppressArgs, context: QOSContext) -> None:
         super().__init__(args, context)
         self.policy_status: dict[str, str] = {}
         self._cores = Gauge(

@@ -22,17 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from koord_framework.api.constants import (
-    ANNOTATION_CONFIG_SOURCE,
-    ANNOTATION_DESCHEDULER_EVICT,
-    ANNOTATION_MIRROR_POD,
-    SYSTEM_CRITICAL_PRIORITY,
-)
-from koord_framework.api.objects import PodInfo
-from koord_framework.api.selectors import LabelSelector, parse_label_selector
-from koord_framework.cluster.port import EventRecord
-from koord_framework.descheduler.args import parse_selector_model
-from koord_framework.descheduler.evictor_filters import (
+from koord_lib_descheduling.evictor_filters import (
     evictable_by_priority,
     has_evict_annotation,
     has_local_storage,
@@ -46,9 +36,20 @@ from koord_framework.descheduler.evictor_filters import (
     pod_fits_any_other_node,
     resolve_priority_threshold,
 )
-from koord_framework.descheduler.framework import EvictionFailed
+
+from koord_framework.api.constants import (
+    ANNOTATION_CONFIG_SOURCE,
+    ANNOTATION_DESCHEDULER_EVICT,
+    ANNOTATION_MIRROR_POD,
+    SYSTEM_CRITICAL_PRIORITY,
+)
+from koord_framework.api.objects import PodInfo
+from koord_framework.api.selectors import LabelSelector, parse_label_selector
+from koord_framework.cluster.port import EventRecord
+from koord_framework.descheduler.args import parse_selector_model
 from koord_framework.descheduler.interface import (
     DeschedulerPlugin,
+    EvictionFailed,
     EvictOptions,
     EvictPlugin,
     FilterPlugin,
@@ -62,7 +63,6 @@ from koord_framework.errors import (
     TooManyRequestsError,
     ValidationError,
 )
-from koord_framework.plugin import PluginArgs
 from koord_plugin_defaultevictor.args import DefaultEvictorArgs
 
 SOFT_NO_EVICTION_ANNOTATION = "descheduler.alpha.kubernetes.io/prefer-no-eviction"
@@ -70,13 +70,15 @@ SOFT_NO_EVICTION_ANNOTATION = "descheduler.alpha.kubernetes.io/prefer-no-evictio
 Constraint = Callable[[PodInfo], str | None]
 
 
-class DefaultEvictor(DeschedulerPlugin, FilterPlugin, PreEvictionFilterPlugin, EvictPlugin):
+class DefaultEvictor(
+    DeschedulerPlugin[DefaultEvictorArgs], FilterPlugin, PreEvictionFilterPlugin, EvictPlugin
+):
     name = "DefaultEvictor"
     Args = DefaultEvictorArgs
 
-    def __init__(self, args: PluginArgs, handle: Handle) -> None:
+    def __init__(self, args: DefaultEvictorArgs, handle: Handle) -> None:
         super().__init__(args, handle)
-        assert isinstance(args, DefaultEvictorArgs)
+        args = self.args
         self.config: DefaultEvictorArgs = args
         self.constraints: list[Constraint] = []
         self._add_protections(args)

@@ -6,32 +6,16 @@ follows its watch events, so a scheduling cycle never copies the objects out of 
 
 from __future__ import annotations
 
-import weakref
 from typing import Any
 
 from koord_framework.scheduler.interface import Handle
 
 Obj = dict[str, Any]
-_CACHES: weakref.WeakKeyDictionary[Handle, ClusterCache] = weakref.WeakKeyDictionary()
 
 
 def cluster_cache(handle: Handle) -> ClusterCache:
-    last = _LAST[0]
-    if last is not None and last._handle is handle:  # several lookups per scheduling cycle
-        return last
-    try:
-        cache = _CACHES.get(handle)
-        if cache is None:
-            cache = ClusterCache(handle)
-            _CACHES[handle] = cache
-        _LAST[0] = cache
-        return cache
-    except TypeError:
-        return ClusterCache(handle)
-
-
-_LAST: list[ClusterCache | None] = [None]
-"""The cache last asked for, checked by identity before the weak dictionary."""
+    """The cache of this handle (one per profile, shared by its plugins through ``Handle.shared``)."""
+    return handle.shared(ClusterCache, lambda: ClusterCache(handle))
 
 
 def _key(obj: Obj) -> tuple[str, str]:

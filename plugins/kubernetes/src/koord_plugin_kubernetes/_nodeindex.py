@@ -13,7 +13,6 @@ Derived masks are updated in place when one node changes, and dropped when rows 
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -24,27 +23,10 @@ from koord_framework.api.strconv import parse_int
 from koord_framework.scheduler.interface import Handle
 from koord_framework.scheduler.table import BoolArray, Int64Array
 
-_INDEXES: weakref.WeakKeyDictionary[Handle, NodeAttributeIndex] = weakref.WeakKeyDictionary()
-
 
 def node_index(handle: Handle) -> NodeAttributeIndex:
-    """The index shared by every plugin of one handle (one per profile)."""
-    last = _LAST[0]
-    if last is not None and last._handle is handle:  # most calls: several per scheduling cycle
-        return last
-    try:
-        idx = _INDEXES.get(handle)
-        if idx is None:
-            idx = NodeAttributeIndex(handle)
-            _INDEXES[handle] = idx
-        _LAST[0] = idx
-        return idx
-    except TypeError:  # a handle that cannot be weakly referenced: keep one per call site
-        return NodeAttributeIndex(handle)
-
-
-_LAST: list[NodeAttributeIndex | None] = [None]
-"""The index last asked for, checked by identity before the weak dictionary."""
+    """The index shared by every plugin of one handle (one per profile, through ``Handle.shared``)."""
+    return handle.shared(NodeAttributeIndex, lambda: NodeAttributeIndex(handle))
 
 
 class NodeAttributeIndex:

@@ -5,8 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from koord_framework.scheduler.constant_arrays import filled
-from koord_framework.scheduler.framework import VectorNormalize
-from koord_framework.scheduler.interface import NodeScore
+from koord_framework.scheduler.interface import NodeScore, VectorNormalize
 from koord_framework.scheduler.table import Int64Array
 
 __all__ = ["VectorNormalize", "default_normalize_array", "default_normalize_score"]

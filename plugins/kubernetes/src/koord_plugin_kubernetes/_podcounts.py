@@ -4,7 +4,7 @@ PodTopologySpread and InterPodAffinity count, for every pod they schedule, the p
 some selector — kube-scheduler walks all nodes and all their pods for that in each PreFilter, on 16 threads.
 Here the count of each distinct selector (a key: namespace, selector, ...) lives in one NumPy column indexed
 by snapshot row and is brought up to date by recounting only the rows the snapshot replaced since the last
-query (``Snapshot.rows_changed_since``): usually the one node the previous pod went to. Replicas share the
+query (``SnapshotView.rows_changed_since``): usually the one node the previous pod went to. Replicas share the
 key, so a workload of identical pods pays the full count once.
 
 Handles without a snapshot change log (hand-made test handles) get None from ``pod_counts`` and the plugins
@@ -13,58 +13,35 @@ fall back to walking the nodes.
 
 from __future__ import annotations
 
-import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
-from typing import Any
 
 import numpy as np
 
 from koord_framework.api.objects import PodInfo
-from koord_framework.scheduler.interface import Handle
+from koord_framework.scheduler.interface import Handle, SnapshotView
 from koord_framework.scheduler.table import Int64Array
 
 Match = Callable[[PodInfo], bool]
 MAX_KEYS = 256
 """Distinct selectors kept (least recently used dropped); each costs 8 bytes per node."""
 
-_INDEXES: weakref.WeakKeyDictionary[Handle, PodCounts] = weakref.WeakKeyDictionary()
-
 
 class _Entry:
     __slots__ = ("counts", "seq", "snapshot")
 
-    def __init__(self, counts: Int64Array, seq: int, snapshot: Any) -> None:
+    def __init__(self, counts: Int64Array, seq: int, snapshot: SnapshotView) -> None:
         self.counts = counts
         self.seq = seq
         """The snapshot's ``change_seq`` the counts are current with."""
         self.snapshot = snapshot
 
 
-def snapshot_of(handle: Handle) -> Any | None:
-    """The handle's snapshot if it keeps a change log (``SchedulerHandle``), else None."""
-    snap = getattr(handle, "snapshot", None)
-    if snap is None or not hasattr(snap, "rows_changed_since"):
-        return None
-    return snap
-
-
 def pod_counts(handle: Handle) -> PodCounts | None:
-    """The counts shared by every plugin of one handle, or None when the handle has no change log."""
-    last = _LAST[0]
-    if last is not None and last._handle is handle:
-        return last
-    if snapshot_of(handle) is None:
+    """The counts shared by every plugin of one handle, or None when the handle has no snapshot."""
+    if handle.snapshot is None:
         return None
-    try:
-        found = _INDEXES.get(handle)
-        if found is None:
-            found = PodCounts(handle)
-            _INDEXES[handle] = found
-        _LAST[0] = found
-        return found
-    except TypeError:  # a handle that cannot be weakly referenced
-        return PodCounts(handle)
+    return handle.shared(PodCounts, lambda: PodCounts(handle))
 
 
 class PodCounts:
@@ -80,8 +57,9 @@ class PodCounts:
         ``key`` must identify ``match``'s behaviour: two calls with equal keys must pass predicates that
         accept the same pods. The array is shared: read it, do not modify it.
         """
-        snap = snapshot_of(self._handle)
-        assert snap is not None
+        snap = self._handle.snapshot
+        if snap is None:
+            raise RuntimeError("pod counts need a handle with a snapshot (pod_counts checked it)")
         by_row = snap.by_row
         size = len(by_row)
         entry = self._entries.get(key)
@@ -109,7 +87,3 @@ class PodCounts:
         if len(self._entries) > MAX_KEYS:
             self._entries.popitem(last=False)
         return entry.counts
-
-
-_LAST: list[PodCounts | None] = [None]
-"""The counts last asked for, checked by identity before the weak dictionary."""

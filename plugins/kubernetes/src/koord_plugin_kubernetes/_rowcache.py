@@ -4,7 +4,7 @@ NodeResourcesFit's verdict or score for a node depends only on that node's ``Nod
 requests, and replicas request the same. So instead of evaluating the candidate rows for every pod (a dozen
 NumPy calls over hundreds of rows), the result is computed once for every row of the table per distinct
 request vector (the *key*) and kept; before each use only the rows the snapshot replaced since the last use
-(``Snapshot.rows_changed_since``: usually the one node the previous pod went to) are recomputed, with the
+(``SnapshotView.rows_changed_since``: usually the one node the previous pod went to) are recomputed, with the
 plugin's per-node form, and the candidates are read with one gather. The functions given must be pure
 functions of the rows' table values (equivalently, of the nodes' ``NodeInfo``) and of what the key
 identifies. They take that as a separate argument rather than as closures: a take runs several times per
@@ -16,7 +16,6 @@ Handles without a snapshot change log (hand-made test handles) compute over the 
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable, Hashable
 from typing import Any, TypeVar
 
@@ -24,9 +23,8 @@ import numpy as np
 import numpy.typing as npt
 
 from koord_framework.scheduler.constant_arrays import all_pass
-from koord_framework.scheduler.interface import Handle, NodeInfo, NodeTable
+from koord_framework.scheduler.interface import Handle, NodeInfo, NodeTable, SnapshotView
 from koord_framework.scheduler.table import Int64Array
-from koord_plugin_kubernetes._podcounts import snapshot_of
 
 A = TypeVar("A")
 MAX_KEYS = 128
@@ -36,13 +34,11 @@ PATCH_LIMIT = 64
 """Changed rows patched one by one at most (or an eighth of the table, if more): beyond that one whole-table
 NumPy pass is cheaper."""
 
-_CACHES: weakref.WeakKeyDictionary[Handle, dict[str, RowCache]] = weakref.WeakKeyDictionary()
-
 
 class _Entry:
     __slots__ = ("rejected", "seq", "snapshot", "values")
 
-    def __init__(self, values: npt.NDArray[Any], seq: int, snapshot: Any) -> None:
+    def __init__(self, values: npt.NDArray[Any], seq: int, snapshot: SnapshotView) -> None:
         self.values = values
         self.seq = seq
         self.snapshot = snapshot
@@ -53,24 +49,10 @@ class _Entry:
 
 
 def row_cache(handle: Handle, owner: str) -> RowCache | None:
-    """The cache of ``owner`` (a plugin name) on this handle, or None when the handle has no change log."""
-    last_handle, per_handle = _LAST
-    caches: dict[str, RowCache] = per_handle
-    if last_handle is not handle:
-        if snapshot_of(handle) is None:
-            return None
-        try:
-            known = _CACHES.get(handle)
-            if known is None:
-                known = _CACHES[handle] = {}
-        except TypeError:  # a handle that cannot be weakly referenced
-            return RowCache(handle)
-        caches = known
-        _LAST[:] = [handle, caches]
-    found = caches.get(owner)
-    if found is None:
-        found = caches[owner] = RowCache(handle)
-    return found
+    """The cache of ``owner`` (a plugin name) on this handle, or None when the handle has no snapshot."""
+    if handle.snapshot is None:
+        return None
+    return handle.shared((RowCache, owner), lambda: RowCache(handle))
 
 
 class RowCache:
@@ -120,7 +102,9 @@ class RowCache:
         one: Callable[[NodeInfo, A], Any],
         arg: A,
     ) -> _Entry:
-        snap = self._handle.snapshot  # type: ignore[attr-defined]  # row_cache checked it has a change log
+        snap = self._handle.snapshot
+        if snap is None:
+            raise RuntimeError("a row cache needs a handle with a snapshot (row_cache checked it)")
         entry = self._entries.get(key)
         if entry is not None and entry.snapshot is snap:
             seq = snap.change_seq
@@ -156,7 +140,3 @@ class RowCache:
             del self._entries[next(iter(self._entries))]
         entry = self._entries[key] = _Entry(values, snap.change_seq, snap)
         return entry
-
-
-_LAST: list[Any] = [None, {}]
-"""[handle, its caches] of the last lookup, checked by identity before the weak dictionary."""

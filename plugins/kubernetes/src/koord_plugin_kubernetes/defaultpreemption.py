@@ -21,7 +21,6 @@ When no node fits, find nodes where removing lower-priority pods makes room:
 from __future__ import annotations
 
 import random
-import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -38,15 +37,16 @@ from koord_framework.scheduler.interface import (
     Handle,
     NodeInfo,
     NodeTable,
+    NodeToStatusReader,
     PostFilterPlugin,
     PostFilterResult,
     SchedulerPlugin,
+    SnapshotView,
 )
-from koord_framework.scheduler.scheduler import NodeToStatus
 from koord_framework.scheduler.status import Code, Status
 from koord_framework.scheduler.table import Int64Array
-from koord_plugin_kubernetes._podcounts import snapshot_of
-from koord_plugin_kubernetes._rowcache import row_cache
+from koord_plugin_kubernetes._rowcache import RowCache
+from koord_plugin_kubernetes._shared import SharedCaches
 from koord_plugin_kubernetes.args import DefaultPreemptionArgs
 
 COMPONENT = "koord-scheduler"
@@ -184,28 +184,27 @@ def pick_one_node(candidates: Sequence[Candidate], now: float) -> Candidate | No
     return remaining[0]
 
 
-_VICTIMS: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
-"""One victims histogram per registry: several profiles share a scheduler's registry."""
-
-
-def _victims_histogram(registry: Any) -> Any:
+def _victims_histogram(handle: Handle) -> Any:
+    """One histogram per metrics registry: every profile of a scheduler shares its registry, hence the
+    component-wide slot."""
+    registry = handle.metrics
     if registry is None:
         return None
-    hist = _VICTIMS.get(registry)
-    if hist is None:
+
+    def build() -> Any:
         from prometheus_client import Histogram
 
-        hist = Histogram(
+        return Histogram(
             "koord_scheduler_preemption_victims",
             "Number of victims selected by a successful preemption",
             buckets=(1, 2, 4, 8, 16, 32, 64),
             registry=registry,
         )
-        _VICTIMS[registry] = hist
-    return hist
+
+    return handle.shared("koord_plugin_kubernetes.preemption_victims", build, scope="component")
 
 
-class DefaultPreemption(SchedulerPlugin, PostFilterPlugin):
+class DefaultPreemption(SchedulerPlugin[DefaultPreemptionArgs], PostFilterPlugin, SharedCaches):
     name = "DefaultPreemption"
     Args = DefaultPreemptionArgs
 
@@ -214,9 +213,10 @@ class DefaultPreemption(SchedulerPlugin, PostFilterPlugin):
         self.min_pct = args.min_candidate_nodes_percentage
         self.min_abs = args.min_candidate_nodes_absolute
         self._rng = random.Random(seed)
+        self._hopeless_messages: dict[tuple[int, int], str] = {}
         # Attempts are counted by the framework (koord_scheduler_preemption_attempts_total); the plugin adds
         # only what the framework cannot see: how many victims a successful preemption chose.
-        self._victims_hist: Any = _victims_histogram(self.handle.metrics)
+        self._victims_hist: Any = _victims_histogram(self.handle)
 
     # --- the candidate count ------------------------------------------------------------------------
     def calculate_num_candidates(self, num_nodes: int) -> int:
@@ -343,11 +343,11 @@ class DefaultPreemption(SchedulerPlugin, PostFilterPlugin):
         a pod of lower priority has no victims: when that leaves nothing to dry-run, the outcome — and the
         message counting both kinds of node — is known without visiting nodes one by one. Returns None
         when some node might have victims (then the dry run decides), or when the statuses are not the
-        framework's ``NodeToStatus``.
+        framework's ``NodeToStatusReader``.
         """
-        snap = snapshot_of(self.handle)
-        cache = row_cache(self.handle, self.name)
-        if snap is None or cache is None or not isinstance(filtered, NodeToStatus):
+        snap = self.handle.snapshot
+        cache = self.shared_row_cache
+        if snap is None or cache is None or not isinstance(filtered, NodeToStatusReader):
             return None
         if self.handle.node_infos() is not snap.node_list:
             return None
@@ -363,9 +363,9 @@ class DefaultPreemption(SchedulerPlugin, PostFilterPlugin):
             if int(np.minimum.reduce(lowest)) < pod.priority_value:
                 return None
             self.offset_and_num_candidates(n_potential)  # the same random draw as the dry run would make
-        return _hopeless_message(num_nodes, n_potential)
+        return _hopeless_message(self._hopeless_messages, num_nodes, n_potential)
 
-    def _lowest_of_rows(self, cache: Any, snap: Any, rows: Int64Array) -> Int64Array:
+    def _lowest_of_rows(self, cache: RowCache, snap: SnapshotView, rows: Int64Array) -> Int64Array:
         found: Int64Array = cache.take(
             "lowest-priority", rows, _lowest_priority_rows, _lowest_priority, snap.by_row
         )
@@ -375,8 +375,8 @@ class DefaultPreemption(SchedulerPlugin, PostFilterPlugin):
         """The lowest pod priority on each node (``_INT64_MAX`` for an empty node). For the snapshot's own
         nodes it is kept per row and patched from the change log, instead of scanning every pod of every node
         whenever a pod fails to fit."""
-        cache = row_cache(self.handle, self.name)
-        snap = snapshot_of(self.handle)
+        cache = self.shared_row_cache
+        snap = self.handle.snapshot
         if cache is None or snap is None or not all(snap.by_row[ni.row] is ni for ni in nodes):
             return [_lowest_priority(ni) for ni in nodes]
         rows = np.fromiter((ni.row for ni in nodes), dtype=np.int64, count=len(nodes))
@@ -515,21 +515,18 @@ class DefaultPreemption(SchedulerPlugin, PostFilterPlugin):
                 continue
 
 
-def _hopeless_message(num_nodes: int, n_potential: int) -> str:
+def _hopeless_message(messages: dict[tuple[int, int], str], num_nodes: int, n_potential: int) -> str:
     """The fit error of ``_hopeless``; pods keep failing the same way, so the text is built once per
-    (nodes, nodes without victims)."""
+    (nodes, nodes without victims) and kept in ``messages`` (the plugin's own)."""
     key = (num_nodes, n_potential)
-    found = _HOPELESS_MESSAGES.get(key)
+    found = messages.get(key)
     if found is None:
         counts = [(_NOT_HELPFUL_STATUS, num_nodes - n_potential), (_NO_VICTIMS_STATUS, n_potential)]
         found = _fit_error_counts(num_nodes, [(st, n) for st, n in counts if n])
-        if len(_HOPELESS_MESSAGES) >= 1024:
-            _HOPELESS_MESSAGES.clear()
-        _HOPELESS_MESSAGES[key] = found
+        if len(messages) >= 1024:
+            messages.clear()
+        messages[key] = found
     return found
-
-
-_HOPELESS_MESSAGES: dict[tuple[int, int], str] = {}
 
 
 def _fit_error(num_nodes: int, statuses: Mapping[str, Status]) -> str:

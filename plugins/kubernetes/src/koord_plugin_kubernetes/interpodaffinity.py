@@ -47,15 +47,15 @@ from koord_framework.scheduler.interface import (
     SchedulerPlugin,
     ScoreExtensions,
     ScorePlugin,
+    SnapshotView,
     VectorFilter,
     VectorScore,
 )
 from koord_framework.scheduler.status import MAX_NODE_SCORE, Status
 from koord_framework.scheduler.table import BoolArray, Int64Array
-from koord_plugin_kubernetes._clustercache import cluster_cache
-from koord_plugin_kubernetes._nodeindex import NodeAttributeIndex, node_index
+from koord_plugin_kubernetes._nodeindex import NodeAttributeIndex
 from koord_plugin_kubernetes._normalize import VectorNormalize
-from koord_plugin_kubernetes._podcounts import pod_counts, snapshot_of
+from koord_plugin_kubernetes._shared import SharedCaches
 from koord_plugin_kubernetes.args import InterPodAffinityArgs
 
 ERR_REASON_EXISTING_ANTI_AFFINITY = "node(s) didn't satisfy existing pods anti-affinity rules"
@@ -203,7 +203,7 @@ class _ExistingTerms:
     def __init__(self, terms: _TermCache, hard_weight: int) -> None:
         self._terms = terms
         self._hard = hard_weight
-        self._snapshot: Any = None
+        self._snapshot: SnapshotView | None = None
         self._seq = 0
         self._rows: dict[int, Counter[GroupKey]] = {}
         self.groups: dict[GroupKey, dict[int, int]] = {}
@@ -212,7 +212,7 @@ class _ExistingTerms:
         """Group → the same counts as an array over every snapshot row (for required anti-affinity)."""
         self._size = 0
 
-    def refresh(self, snap: Any) -> None:
+    def refresh(self, snap: SnapshotView) -> None:
         changed = snap.rows_changed_since(self._seq) if self._snapshot is snap else None
         size = len(snap.by_row)
         if changed is None:
@@ -439,7 +439,7 @@ class PreFilterState:
 
 
 class InterPodAffinity(
-    SchedulerPlugin,
+    SchedulerPlugin[InterPodAffinityArgs],
     PreFilterPlugin,
     PreFilterExtensions,
     FilterPlugin,
@@ -450,6 +450,7 @@ class InterPodAffinity(
     ScoreExtensions,
     VectorNormalize,
     EnqueueExtensions,
+    SharedCaches,
 ):
     name = "InterPodAffinity"
     Args = InterPodAffinityArgs
@@ -463,7 +464,7 @@ class InterPodAffinity(
 
     # --- helpers ------------------------------------------------------------------------------------
     def _namespace_labels(self, namespace: str) -> Mapping[str, str]:
-        ns = cluster_cache(self.handle).get("Namespace", namespace)
+        ns = self.shared_cluster_cache.get("Namespace", namespace)
         return ((ns or {}).get("metadata") or {}).get("labels") or {}
 
     def _merge_namespaces(self, term: AffinityTerm) -> AffinityTerm:
@@ -471,7 +472,7 @@ class InterPodAffinity(
         if term.namespace_selector.empty():
             return term
         names = set(term.namespaces)
-        for ns in cluster_cache(self.handle).list("Namespace"):
+        for ns in self.shared_cluster_cache.list("Namespace"):
             meta = ns.get("metadata") or {}
             if term.namespace_selector.matches(meta.get("labels") or {}):
                 names.add(str(meta.get("name") or ""))
@@ -490,7 +491,7 @@ class InterPodAffinity(
     def pre_filter(
         self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]
     ) -> tuple[PreFilterResult | None, Status]:
-        snap = snapshot_of(self.handle)
+        snap = self.handle.snapshot
         has_affinity = _has_pod_affinity(pod)
         if not has_affinity and not _any_required_anti(snap, nodes):
             # Nothing can count: kube-scheduler's Skip (no existing anti-affinity match, no own terms),
@@ -514,7 +515,7 @@ class InterPodAffinity(
         """The counts of ``_pre_filter_walk`` over every node of the snapshot, from the indexes."""
         terms = s.terms
         self._existing.refresh(snap)
-        index = node_index(self.handle)
+        index = self.shared_node_index
         index.refresh()
         existing = s.vectors("existing_anti")
         for key, per_row in self._existing.per_row.items():
@@ -523,7 +524,7 @@ class InterPodAffinity(
                 _accumulate(existing, index, term.topology_key, per_row)
         if not terms.required_affinity and not terms.required_anti:
             return
-        counts = pod_counts(self.handle)
+        counts = self.shared_pod_counts
         assert counts is not None
         if terms.required_affinity:
             affinity = terms.required_affinity
@@ -613,7 +614,7 @@ class InterPodAffinity(
         s: PreFilterState | None = state.get(_PRE_FILTER_KEY)
         if s is None:
             raise KeyError(f"reading {_PRE_FILTER_KEY!r} from cycleState: not found")
-        index = node_index(self.handle)
+        index = self.shared_node_index
         index.refresh()
         n = rows.shape[0]
         ok = np.ones(n, dtype=np.bool_)
@@ -649,7 +650,7 @@ class InterPodAffinity(
             )
         if self.ignore_existing_preferred and not has_constraints:
             return Status.skip()
-        snap = snapshot_of(self.handle)
+        snap = self.handle.snapshot
         if snap is not None and not has_affinity and not snap.have_pods_with_affinity():
             # No term anywhere to score with: kube-scheduler ends with an empty score map, hence Skip.
             return Status.skip()
@@ -675,9 +676,9 @@ class InterPodAffinity(
         touched = False
         incoming = [(t, w) for t, w in terms.preferred_affinity] + [(t, -w) for t, w in terms.preferred_anti]
         if incoming:
-            counts = pod_counts(self.handle)
+            counts = self.shared_pod_counts
             assert counts is not None
-            index = node_index(self.handle)
+            index = self.shared_node_index
             index.refresh()
             for t, w in incoming:
                 matching = counts.counts(("InterPodAffinity/one", t), lambda p, t=t: t.matches(p, None))  # type: ignore[misc]
@@ -765,7 +766,7 @@ class InterPodAffinity(
         scores: dict[str, dict[str, int]] | None = state.get(_PRE_SCORE_KEY)
         if scores is None:
             raise KeyError(f"failed to read {_PRE_SCORE_KEY!r} from cycleState")
-        index = node_index(self.handle)
+        index = self.shared_node_index
         index.refresh()
         total = np.zeros(rows.shape[0], dtype=np.int64)
         for key, per_value in scores.items():

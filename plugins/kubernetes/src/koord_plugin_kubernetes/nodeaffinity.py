@@ -45,12 +45,12 @@ from koord_framework.scheduler.interface import (
 from koord_framework.scheduler.status import MAX_NODE_SCORE, Status
 from koord_framework.scheduler.table import BoolArray, Int64Array
 from koord_plugin_kubernetes._masks import node_selector_mask, required_affinity_mask, take, term_mask
-from koord_plugin_kubernetes._nodeindex import node_index
 from koord_plugin_kubernetes._normalize import (
     VectorNormalize,
     default_normalize_array,
     default_normalize_score,
 )
+from koord_plugin_kubernetes._shared import SharedCaches
 from koord_plugin_kubernetes.args import NodeAffinityArgs
 
 ERR_REASON_POD = "node(s) didn't match Pod's node affinity/selector"
@@ -97,7 +97,7 @@ def _pinned_node_names(required: dict[str, Any]) -> set[str] | None:
 
 
 class NodeAffinity(
-    SchedulerPlugin,
+    SchedulerPlugin[NodeAffinityArgs],
     PreFilterPlugin,
     FilterPlugin,
     VectorFilter,
@@ -107,6 +107,7 @@ class NodeAffinity(
     ScoreExtensions,
     VectorNormalize,
     EnqueueExtensions,
+    SharedCaches,
 ):
     name = "NodeAffinity"
     Args = NodeAffinityArgs
@@ -159,7 +160,7 @@ class NodeAffinity(
         return Status.success()
 
     def filter_all(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: Int64Array) -> BoolArray:
-        index = node_index(self.handle)
+        index = self.shared_node_index
         index.refresh()
         req = self._required(state, pod)
         cached = self._masks.get(req.signature)
@@ -209,7 +210,7 @@ class NodeAffinity(
         return count, Status.success()
 
     def score_all(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: Int64Array) -> Int64Array:
-        index = node_index(self.handle)
+        index = self.shared_node_index
         index.refresh()
         preferred, signature = self._preferred_state(state, pod)
         cached = self._pref_masks.get(signature)

@@ -6,9 +6,9 @@ import numpy as np
 
 from koord_framework.api.objects import PodInfo
 from koord_framework.scheduler.constant_arrays import all_pass
-from koord_framework.scheduler.framework import CodedStatuses, VectorFilterStatuses
 from koord_framework.scheduler.interface import (
     ClusterEvent,
+    CodedStatuses,
     CycleState,
     EnqueueExtensions,
     FilterPlugin,
@@ -16,6 +16,7 @@ from koord_framework.scheduler.interface import (
     NodeTable,
     SchedulerPlugin,
     VectorFilter,
+    VectorFilterStatuses,
 )
 from koord_framework.scheduler.status import Status
 from koord_framework.scheduler.table import BoolArray, Int64Array

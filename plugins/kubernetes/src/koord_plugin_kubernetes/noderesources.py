@@ -19,9 +19,9 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 
 from koord_framework.api.objects import PodInfo
-from koord_framework.scheduler.framework import CodedStatuses, VectorFilterStatuses
 from koord_framework.scheduler.interface import (
     ClusterEvent,
+    CodedStatuses,
     CycleState,
     EnqueueExtensions,
     FilterPlugin,
@@ -34,6 +34,7 @@ from koord_framework.scheduler.interface import (
     SchedulerPlugin,
     ScorePlugin,
     VectorFilter,
+    VectorFilterStatuses,
     VectorScore,
 )
 from koord_framework.scheduler.nodeinfo import non_zero_requests
@@ -54,7 +55,7 @@ from koord_plugin_kubernetes._resources import (
     is_scalar,
     tracked,
 )
-from koord_plugin_kubernetes._rowcache import row_cache
+from koord_plugin_kubernetes._shared import SharedCaches
 from koord_plugin_kubernetes.args import (
     LEAST_ALLOCATED,
     MAX_CUSTOM_PRIORITY_SCORE,
@@ -449,7 +450,7 @@ _PRE_SCORE_KEY = "PreScoreNodeResourcesFit"
 
 
 class NodeResourcesFit(
-    SchedulerPlugin,
+    SchedulerPlugin[NodeResourcesFitArgs],
     PreFilterPlugin,
     FilterPlugin,
     VectorFilter,
@@ -458,6 +459,7 @@ class NodeResourcesFit(
     ScorePlugin,
     VectorScore,
     EnqueueExtensions,
+    SharedCaches,
 ):
     """Filters nodes without room for the pod's requests; scores by the configured strategy."""
 
@@ -503,7 +505,7 @@ class NodeResourcesFit(
 
     def filter_all(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: Int64Array) -> BoolArray:
         req = self._request(state, pod)
-        cache = row_cache(self.handle, self.name)
+        cache = self.shared_row_cache
         if cache is None:
             return self._fits(table, rows, req)
         return cache.take_mask(req.cache_key, rows, self._fits, _fits_node, req)
@@ -513,8 +515,12 @@ class NodeResourcesFit(
     ) -> Sequence[Status]:
         req = self._request(state, pod)
         if len(req.checks) > 62:  # more than a bit mask holds: node by node
-            by_row = self.handle.snapshot.by_row  # type: ignore[attr-defined]
-            return [self.filter(state, pod, by_row[r]) for r in rows.tolist()]
+            names = table.names
+            statuses = []
+            for r in rows.tolist():
+                ni = self.handle.node_info(names[r])
+                statuses.append(self.filter(state, pod, ni) if ni is not None else Status.unschedulable())
+            return statuses
         pods_col = table.resource_col(PODS)
         cols = [table.resource_col(name) for name, _ in req.checks]
         alloc = table.allocatable[rows]
@@ -562,7 +568,7 @@ class NodeResourcesFit(
 
     def score_all(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: Int64Array) -> Int64Array:
         shape = self._score_shape(state, pod)
-        cache = row_cache(self.handle, self.name)
+        cache = self.shared_row_cache
         if cache is None:
             return self._scores(table, rows, shape)
         return cache.take(shape.cache_key, rows, self._scores, self._score_node, shape)
@@ -584,7 +590,13 @@ class NodeResourcesFit(
 _BALANCED_KEY = "PreScoreNodeResourcesBalancedAllocation"
 
 
-class NodeResourcesBalancedAllocation(SchedulerPlugin, PreScorePlugin, ScorePlugin, VectorScore):
+class NodeResourcesBalancedAllocation(
+    SchedulerPlugin[NodeResourcesBalancedAllocationArgs],
+    PreScorePlugin,
+    ScorePlugin,
+    VectorScore,
+    SharedCaches,
+):
     """Prefers nodes whose requested fractions of the configured resources stay close to each other."""
 
     name = "NodeResourcesBalancedAllocation"
@@ -620,7 +632,7 @@ class NodeResourcesBalancedAllocation(SchedulerPlugin, PreScorePlugin, ScorePlug
         shape = self._score_shape(state, pod)
         if shape is None:
             return np.zeros(rows.shape[0], dtype=np.int64)
-        cache = row_cache(self.handle, self.name)
+        cache = self.shared_row_cache
         if cache is None:
             return self._scores(table, rows, shape)
         return cache.take(shape.cache_key, rows, self._scores, _balanced_node, shape)

@@ -8,9 +8,9 @@ import numpy as np
 from koord_framework.api.objects import PodInfo, Taint
 from koord_framework.api.selectors import tolerations_tolerate_taint
 from koord_framework.scheduler.constant_arrays import all_pass
-from koord_framework.scheduler.framework import CodedStatuses, VectorFilterStatuses
 from koord_framework.scheduler.interface import (
     ClusterEvent,
+    CodedStatuses,
     CycleState,
     EnqueueExtensions,
     FilterPlugin,
@@ -18,11 +18,12 @@ from koord_framework.scheduler.interface import (
     NodeTable,
     SchedulerPlugin,
     VectorFilter,
+    VectorFilterStatuses,
 )
 from koord_framework.scheduler.status import Status
 from koord_framework.scheduler.table import BoolArray, Int64Array
 from koord_plugin_kubernetes._masks import take
-from koord_plugin_kubernetes._nodeindex import node_index
+from koord_plugin_kubernetes._shared import SharedCaches
 
 ERR_REASON = "node(s) were unschedulable"
 UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
@@ -30,7 +31,9 @@ _UNSCHEDULABLE = Status.unresolvable(ERR_REASON)
 _PASS = Status.success()
 
 
-class NodeUnschedulable(SchedulerPlugin, FilterPlugin, VectorFilter, VectorFilterStatuses, EnqueueExtensions):
+class NodeUnschedulable(
+    SchedulerPlugin, FilterPlugin, VectorFilter, VectorFilterStatuses, EnqueueExtensions, SharedCaches
+):
     name = "NodeUnschedulable"
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
@@ -39,7 +42,7 @@ class NodeUnschedulable(SchedulerPlugin, FilterPlugin, VectorFilter, VectorFilte
         return Status.success()
 
     def filter_all(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: Int64Array) -> BoolArray:
-        index = node_index(self.handle)
+        index = self.shared_node_index
         index.refresh()
         # Cordoned nodes are rare: usually there is none and the answer needs no per-row work.
         if not index.unschedulable_count or tolerations_tolerate_taint(pod.tolerations, UNSCHEDULABLE_TAINT):
@@ -49,7 +52,7 @@ class NodeUnschedulable(SchedulerPlugin, FilterPlugin, VectorFilter, VectorFilte
     def filter_statuses(
         self, state: CycleState, pod: PodInfo, table: NodeTable, rows: Int64Array
     ) -> CodedStatuses:
-        index = node_index(self.handle)
+        index = self.shared_node_index
         index.refresh()
         if tolerations_tolerate_taint(pod.tolerations, UNSCHEDULABLE_TAINT):
             return CodedStatuses(np.zeros(rows.shape[0], dtype=np.int64), [_PASS])

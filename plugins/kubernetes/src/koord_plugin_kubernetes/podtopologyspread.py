@@ -52,11 +52,9 @@ from koord_framework.scheduler.interface import (
 )
 from koord_framework.scheduler.status import MAX_NODE_SCORE, Status
 from koord_framework.scheduler.table import BoolArray, Int64Array
-from koord_plugin_kubernetes._clustercache import cluster_cache
 from koord_plugin_kubernetes._masks import required_affinity_mask
-from koord_plugin_kubernetes._nodeindex import node_index
-from koord_plugin_kubernetes._podcounts import pod_counts, snapshot_of
 from koord_plugin_kubernetes._resources import go_round
+from koord_plugin_kubernetes._shared import SharedCaches
 from koord_plugin_kubernetes.args import SYSTEM_DEFAULTING, PodTopologySpreadArgs
 
 ERR_REASON_CONSTRAINTS_NOT_MATCH = "node(s) didn't match pod topology spread constraints"
@@ -186,7 +184,7 @@ class PreScoreState:
 
 
 class PodTopologySpread(
-    SchedulerPlugin,
+    SchedulerPlugin[PodTopologySpreadArgs],
     PreFilterPlugin,
     PreFilterExtensions,
     FilterPlugin,
@@ -195,6 +193,7 @@ class PodTopologySpread(
     ScorePlugin,
     ScoreExtensions,
     EnqueueExtensions,
+    SharedCaches,
 ):
     name = "PodTopologySpread"
     Args = PodTopologySpreadArgs
@@ -213,7 +212,7 @@ class PodTopologySpread(
     # --- constraints ----------------------------------------------------------------------------------
     def default_selector(self, pod: PodInfo) -> LabelSelector:
         """``helper.DefaultSelector``: labels of Services selecting the pod, plus its controller's selector."""  # noqa: E501
-        cache = cluster_cache(self.handle)
+        cache = self.shared_cluster_cache
         merged: dict[str, str] = {}
         for svc in cache.list("Service", pod.namespace):
             sel = (svc.get("spec") or {}).get("selector")
@@ -261,7 +260,7 @@ class PodTopologySpread(
         # cycle, so it is kept while no listed object changed (the cache's version).
         owner = pod.controller_ref()
         key = (action, pod.namespace, tuple(pod.labels.items()), (owner.kind, owner.name) if owner else None)
-        version = cluster_cache(self.handle).version
+        version = self.shared_cluster_cache.version
         found = self._with_defaults.get(key)
         if found is not None and found[0] == version:
             return list(found[1])
@@ -300,7 +299,7 @@ class PodTopologySpread(
             return None, Status.skip()
         s = PreFilterState(constraints, [{} for _ in constraints])
         required = RequiredNodeAffinity.of(pod)
-        snap = snapshot_of(self.handle)
+        snap = self.handle.snapshot
         if snap is not None and nodes is snap.node_list:
             self._count_indexed(s, pod, required, snap)
         else:
@@ -334,9 +333,9 @@ class PodTopologySpread(
     ) -> None:
         """``_count_walk`` over every node of the snapshot, from the indexes: eligible nodes as masks over
         the node index, matching pods per node from ``pod_counts``, summed per domain."""
-        index = node_index(self.handle)
+        index = self.shared_node_index
         index.refresh()
-        counts = pod_counts(self.handle)
+        counts = self.shared_pod_counts
         assert counts is not None
         size = index.size
         present = snap.table.present[:size]
@@ -428,7 +427,7 @@ class PodTopologySpread(
         s: PreFilterState | None = state.get(_PRE_FILTER_KEY)
         if s is None:
             raise KeyError(f"reading {_PRE_FILTER_KEY!r} from cycleState: not found")
-        index = node_index(self.handle)
+        index = self.shared_node_index
         index.refresh()
         ok = np.ones(rows.shape[0], dtype=np.bool_)
         for i, c in enumerate(s.constraints):

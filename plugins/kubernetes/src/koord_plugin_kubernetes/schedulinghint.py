@@ -77,7 +77,7 @@ def get_scheduling_hint(pod: PodInfo) -> Hint | None:
     return Hint(_names(doc, "nodeNames"), _names(doc, "preferredNodeNames"), ext or {})
 
 
-class SchedulingHint(SchedulerPlugin, PreFilterPlugin):
+class SchedulingHint(SchedulerPlugin[SchedulingHintArgs], PreFilterPlugin):
     name = "SchedulingHint"
     Args = SchedulingHintArgs
 

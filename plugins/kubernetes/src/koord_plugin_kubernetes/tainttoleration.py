@@ -17,9 +17,9 @@ from koord_framework.api.selectors import (
     tolerations_tolerate_taint,
 )
 from koord_framework.scheduler.constant_arrays import all_pass, filled
-from koord_framework.scheduler.framework import CodedStatuses, VectorFilterStatuses
 from koord_framework.scheduler.interface import (
     ClusterEvent,
+    CodedStatuses,
     CycleState,
     EnqueueExtensions,
     FilterPlugin,
@@ -31,16 +31,18 @@ from koord_framework.scheduler.interface import (
     ScoreExtensions,
     ScorePlugin,
     VectorFilter,
+    VectorFilterStatuses,
     VectorScore,
 )
 from koord_framework.scheduler.status import MAX_NODE_SCORE, Status
 from koord_framework.scheduler.table import BoolArray, Int64Array
-from koord_plugin_kubernetes._nodeindex import NodeAttributeIndex, node_index
+from koord_plugin_kubernetes._nodeindex import NodeAttributeIndex
 from koord_plugin_kubernetes._normalize import (
     VectorNormalize,
     default_normalize_array,
     default_normalize_score,
 )
+from koord_plugin_kubernetes._shared import SharedCaches
 
 _PRE_SCORE_KEY = "PreScoreTaintToleration"
 
@@ -95,6 +97,7 @@ class TaintToleration(
     ScoreExtensions,
     VectorNormalize,
     EnqueueExtensions,
+    SharedCaches,
 ):
     name = "TaintToleration"
 
@@ -110,7 +113,7 @@ class TaintToleration(
     def filter_statuses(
         self, state: CycleState, pod: PodInfo, table: NodeTable, rows: Int64Array
     ) -> CodedStatuses:
-        index = node_index(self.handle)
+        index = self.shared_node_index
         index.refresh()
         sigs = index.taint_sig_list
         return CodedStatuses.from_codes(index.taint_sig[rows], lambda sig: _status(sigs[sig], pod))
@@ -134,7 +137,7 @@ class TaintToleration(
         return found
 
     def filter_all(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: Int64Array) -> BoolArray:
-        index = node_index(self.handle)
+        index = self.shared_node_index
         index.refresh()
         if not index.tainted_count:  # the usual cluster: no node has a taint
             return all_pass(rows.shape[0])
@@ -155,7 +158,7 @@ class TaintToleration(
         return count_intolerable_prefer_no_schedule(node.node.taints, tolerations), Status.success()
 
     def score_all(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: Int64Array) -> Int64Array:
-        index = node_index(self.handle)
+        index = self.shared_node_index
         index.refresh()
         if not index.tainted_count:
             return filled(rows.shape[0], 0)

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from koord_framework.api.objects import PodInfo, condition_times
-from koord_framework.cluster.informer import SharedInformer
+from koord_framework.cluster.port import Informer
 from koord_framework.scheduler.nodeinfo import NodeInfo
 from koord_plugin_loadaware.args import LoadAwareSchedulingArgs
 from koord_plugin_loadaware.assign_cache import AssignCache
@@ -74,12 +74,21 @@ class ClusterFeed:
         self.cache = AssignCache(args, vectorizer, estimator, now, self.dirty.add)
         self.vectorizer = vectorizer
         self.metrics = metrics
+        self._removers: list[Callable[[], None]] = []
 
-    def subscribe(self, informer: SharedInformer) -> None:
+    def subscribe(self, informer: Informer) -> None:
         """Register the handlers; the informer replays what it already holds as adds."""
-        informer.add_handler("NodeMetric", self.on_metric, self.on_metric_update, self.on_metric_delete)
-        informer.add_handler("Pod", self.on_pod_add, self.on_pod_update, self.on_pod_delete)
-        informer.add_handler("Node", self.on_node, self.on_node_update, self.on_node_delete)
+        self._removers += [
+            informer.add_handler("NodeMetric", self.on_metric, self.on_metric_update, self.on_metric_delete),
+            informer.add_handler("Pod", self.on_pod_add, self.on_pod_update, self.on_pod_delete),
+            informer.add_handler("Node", self.on_node, self.on_node_update, self.on_node_delete),
+        ]
+
+    def unsubscribe(self) -> None:
+        """Remove the handlers ``subscribe`` registered (the informer outlives the plugin)."""
+        removers, self._removers = self._removers, []
+        for remove in removers:
+            remove()
 
     def take_dirty(self, node_info: Callable[[str], NodeInfo | None]) -> list[str]:
         """Nodes to rewrite now (call with ``lock`` held).

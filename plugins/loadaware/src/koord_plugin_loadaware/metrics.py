@@ -14,7 +14,7 @@ from typing import Any, Final
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-__all__ = ["METRIC_DOCS", "LoadAwareMetrics", "Reason"]
+__all__ = ["METRIC_DOCS", "Collectors", "LoadAwareMetrics", "Reason", "build_collectors"]
 
 
 class Reason:
@@ -61,7 +61,7 @@ METRIC_DOCS: Final = {
 
 
 @dataclass(frozen=True)
-class _Collectors:
+class Collectors:
     rejections: Counter
     staleness: Gauge
     expired: Gauge
@@ -74,46 +74,40 @@ def _doc(name: str) -> str:
     return METRIC_DOCS[name][2]
 
 
-_BY_REGISTRY: weakref.WeakKeyDictionary[CollectorRegistry, _Collectors] = weakref.WeakKeyDictionary()
-"""One set of collectors per registry: two profiles in one scheduler share them, told apart by ``profile``."""
-
-
-def _collectors(registry: CollectorRegistry) -> _Collectors:
-    found = _BY_REGISTRY.get(registry)
-    if found is None:
-        p = "koord_scheduler_loadaware_"
-        found = _Collectors(
-            rejections=Counter(
-                p + "filter_rejections",
-                _doc(p + "filter_rejections_total"),
-                ["profile", "reason", "resource"],
-                registry=registry,
-            ),
-            staleness=Gauge(
-                p + "nodemetric_staleness_seconds",
-                _doc(p + "nodemetric_staleness_seconds"),
-                ["profile"],
-                registry=registry,
-            ),
-            expired=Gauge(
-                p + "nodemetric_expired_nodes",
-                _doc(p + "nodemetric_expired_nodes"),
-                ["profile"],
-                registry=registry,
-            ),
-            without=Gauge(
-                p + "nodes_without_nodemetric",
-                _doc(p + "nodes_without_nodemetric"),
-                ["profile"],
-                registry=registry,
-            ),
-            assigned=Gauge(p + "assigned_pods", _doc(p + "assigned_pods"), ["profile"], registry=registry),
-            errors=Counter(
-                p + "nodemetric_errors", _doc(p + "nodemetric_errors_total"), ["profile"], registry=registry
-            ),
-        )
-        _BY_REGISTRY[registry] = found
-    return found
+def build_collectors(registry: CollectorRegistry) -> Collectors:
+    """The collectors on ``registry``; build them once per registry (two profiles in one scheduler share
+    them, told apart by ``profile``): the plugin keeps them in its handle's component-wide slot."""
+    p = "koord_scheduler_loadaware_"
+    return Collectors(
+        rejections=Counter(
+            p + "filter_rejections",
+            _doc(p + "filter_rejections_total"),
+            ["profile", "reason", "resource"],
+            registry=registry,
+        ),
+        staleness=Gauge(
+            p + "nodemetric_staleness_seconds",
+            _doc(p + "nodemetric_staleness_seconds"),
+            ["profile"],
+            registry=registry,
+        ),
+        expired=Gauge(
+            p + "nodemetric_expired_nodes",
+            _doc(p + "nodemetric_expired_nodes"),
+            ["profile"],
+            registry=registry,
+        ),
+        without=Gauge(
+            p + "nodes_without_nodemetric",
+            _doc(p + "nodes_without_nodemetric"),
+            ["profile"],
+            registry=registry,
+        ),
+        assigned=Gauge(p + "assigned_pods", _doc(p + "assigned_pods"), ["profile"], registry=registry),
+        errors=Counter(
+            p + "nodemetric_errors", _doc(p + "nodemetric_errors_total"), ["profile"], registry=registry
+        ),
+    )
 
 
 class LoadAwareMetrics:
@@ -121,14 +115,14 @@ class LoadAwareMetrics:
 
     def __init__(
         self,
-        registry: CollectorRegistry,
+        collectors: Collectors,
         profile: str,
         staleness: Callable[[], float],
         expired: Callable[[], float],
         without: Callable[[], float],
         assigned: Callable[[], float],
     ) -> None:
-        c = _collectors(registry)
+        c = collectors
         self._rejections = c.rejections
         self._profile = profile
         self._children: dict[tuple[str, str], Any] = {}

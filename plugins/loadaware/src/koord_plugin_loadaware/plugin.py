@@ -24,9 +24,9 @@ from koord_framework.api.qos import PriorityClass
 from koord_framework.plugin import PluginArgs
 from koord_framework.scheduler.constant_arrays import all_pass
 from koord_framework.scheduler.cycle_state import CycleState
-from koord_framework.scheduler.framework import CodedStatuses, VectorFilterStatuses
 from koord_framework.scheduler.interface import (
     ClusterEvent,
+    CodedStatuses,
     EnqueueExtensions,
     FilterPlugin,
     Handle,
@@ -36,6 +36,7 @@ from koord_framework.scheduler.interface import (
     SchedulerPlugin,
     ScorePlugin,
     VectorFilter,
+    VectorFilterStatuses,
     VectorScore,
 )
 from koord_framework.scheduler.nodeinfo import NodeInfo
@@ -46,7 +47,7 @@ from koord_plugin_loadaware.assign_cache import AssignCache, NodeLoad
 from koord_plugin_loadaware.columns import CachedResult, LoadColumns, NodeView, ShapeCache
 from koord_plugin_loadaware.estimator import Estimator, go_round, load_estimator
 from koord_plugin_loadaware.feed import ClusterFeed
-from koord_plugin_loadaware.metrics import LoadAwareMetrics, Reason, weak_call
+from koord_plugin_loadaware.metrics import LoadAwareMetrics, Reason, build_collectors, weak_call
 from koord_plugin_loadaware.nodemetric import MetricReport
 from koord_plugin_loadaware.profile import FilterProfile, base_profile, node_profile
 from koord_plugin_loadaware.vectors import Vec, Vectorizer
@@ -119,7 +120,7 @@ def load_aware_score(
 
 
 class LoadAwareScheduling(
-    SchedulerPlugin,
+    SchedulerPlugin[LoadAwareSchedulingArgs],
     PreFilterPlugin,
     FilterPlugin,
     VectorFilter,
@@ -134,10 +135,9 @@ class LoadAwareScheduling(
     name: ClassVar[str] = NAME
     Args: ClassVar[type[PluginArgs]] = LoadAwareSchedulingArgs
 
-    def __init__(self, args: PluginArgs, handle: Handle) -> None:
-        parsed = self.parse_args(args)
-        assert isinstance(parsed, LoadAwareSchedulingArgs)
-        super().__init__(parsed, handle)
+    def __init__(self, args: LoadAwareSchedulingArgs, handle: Handle) -> None:
+        super().__init__(args, handle)
+        parsed = self.args
         self.la_args: LoadAwareSchedulingArgs = parsed
         self.vectorizer = Vectorizer(parsed.resource_names())
         self.estimator: Estimator = load_estimator(parsed, handle)
@@ -168,9 +168,13 @@ class LoadAwareScheduling(
         )
         self._bound_rows = 0
         self._node_views: dict[str, tuple[NodeRecord, NodeView, FilterProfile]] = {}
+        registry = handle.metrics
+        collectors = handle.shared(
+            "koord_plugin_loadaware.metrics", lambda: build_collectors(registry), scope="component"
+        )
         self.metrics = LoadAwareMetrics(
-            handle.metrics,
-            getattr(handle, "profile_name", "") or "",
+            collectors,
+            handle.profile_name,
             staleness=weak_call(self, "_oldest_metric_age"),
             expired=weak_call(self, "_expired_node_count"),
             without=weak_call(self, "_nodes_without_metric"),
@@ -180,6 +184,10 @@ class LoadAwareScheduling(
         self.cache: AssignCache = self.feed.cache
         self._lock = self.feed.lock
         self.feed.subscribe(handle.informer)
+
+    def close(self) -> None:
+        """Stop following the informer: it is the scheduler's and outlives this plugin."""
+        self.feed.unsubscribe()
 
     # --- events -----------------------------------------------------------------------------------------
     def events_to_register(self) -> list[ClusterEvent]:

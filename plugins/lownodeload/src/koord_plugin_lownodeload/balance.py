@@ -25,6 +25,7 @@ from typing import cast
 
 import numpy as np
 import numpy.typing as npt
+from koord_lib_descheduling.sorter import sort_pods_by_usage
 
 from koord_framework.api.objects import PodInfo
 from koord_framework.api.resources import CPU, MEMORY, PODS
@@ -35,7 +36,6 @@ from koord_framework.api.selectors import (
 )
 from koord_framework.descheduler.interface import EvictOptions, Evictor
 from koord_framework.descheduler.node_usage import NodePods, usage_percentages
-from koord_framework.descheduler.sorter import sort_pods_by_usage
 from koord_plugin_lownodeload.classify import NodeLoad, overutilized
 
 log = logging.getLogger("koord.descheduler.lownodeload")

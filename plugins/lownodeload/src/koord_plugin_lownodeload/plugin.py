@@ -18,13 +18,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 
+from koord_lib_descheduling.sorter import resource_usage_score
+
 from koord_framework.api.objects import NodeRecord, PodInfo
 from koord_framework.api.selectors import LabelSelector as ParsedSelector
-from koord_framework.descheduler.anomaly import BasicDetector, DetectorCache, State
 from koord_framework.descheduler.args import parse_selector_model
 from koord_framework.descheduler.interface import BalancePlugin, DeschedulerPlugin, Handle, Status
-from koord_framework.descheduler.sorter import resource_usage_score
-from koord_framework.plugin import PluginArgs
+from koord_plugin_lownodeload.anomaly import BasicDetector, DetectorCache, State
 from koord_plugin_lownodeload.args import LoadAnomalyCondition, LowNodeLoadArgs
 from koord_plugin_lownodeload.balance import BalanceContext, evict_pods_from_source_nodes, eviction_reason
 from koord_plugin_lownodeload.classify import NodeLoad, classify, overutilized
@@ -33,13 +33,13 @@ from koord_plugin_lownodeload.pools import NodePool, new_thresholds, pools_from_
 log = logging.getLogger("koord.descheduler.lownodeload")
 
 
-class LowNodeLoad(DeschedulerPlugin, BalancePlugin):
+class LowNodeLoad(DeschedulerPlugin[LowNodeLoadArgs], BalancePlugin):
     name = "LowNodeLoad"
     Args = LowNodeLoadArgs
 
-    def __init__(self, args: PluginArgs, handle: Handle) -> None:
+    def __init__(self, args: LowNodeLoadArgs, handle: Handle) -> None:
         super().__init__(args, handle)
-        assert isinstance(args, LowNodeLoadArgs)
+        args = self.args
         self.config: LowNodeLoadArgs = args
         self.pools: list[NodePool] = pools_from_args(args)
         self._pod_selectors: list[ParsedSelector] = [

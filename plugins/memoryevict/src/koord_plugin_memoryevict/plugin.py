@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from typing import ClassVar, Literal
 
-from pydantic import Field
-
-from koord_framework.api.resources import MEMORY
-from koord_framework.koordlet.evict_policy import (
+from koord_lib_evictpolicy.evict_policy import (
     EvictResource,
     ThresholdEvictStrategy,
     priority_evict_infos,
 )
+from pydantic import Field
+
+from koord_framework.api.resources import MEMORY
 from koord_framework.koordlet.eviction import EVICT_REASON_PREFIX, EvictTask, ReleaseTarget
 from koord_framework.koordlet.metrics.cache import MetricKind
 from koord_framework.koordlet.nodeslo import ResourceThresholdStrategy
@@ -46,7 +46,7 @@ class BEMemoryEvictArgs(IntervalArgs):
     MemoryAllocatableEvict, MemoryEvict): the feature gates of the same names."""
 
 
-class BEMemoryEvict(ThresholdEvictStrategy[Trigger]):
+class BEMemoryEvict(ThresholdEvictStrategy[Trigger, BEMemoryEvictArgs]):
     """Evict BE pods (and, opt-in, low-priority pods) when node memory usage or requests run high."""
 
     name: ClassVar[str] = "BEMemoryEvict"
@@ -55,8 +55,7 @@ class BEMemoryEvict(ThresholdEvictStrategy[Trigger]):
     resource: ClassVar[EvictResource] = MEMORY
     pod_usage_metric: ClassVar[MetricKind] = MetricKind.POD_MEMORY_USAGE
 
-    def __init__(self, args: PluginArgs, context: QOSContext) -> None:
-        assert isinstance(args, BEMemoryEvictArgs)
+    def __init__(self, args: BEMemoryEvictArgs, context: QOSContext) -> None:
         super().__init__(
             args,
             context,

@@ -8,7 +8,7 @@
 * ``MemoryAllocatableEvict`` -- pods up to ``allocatableEvictPriorityThreshold`` requested more than
   ``memoryAllocatableEvictThresholdPercent`` of the node's (batch/mid) memory allocatable.
 
-The release and candidate rules shared with CPU eviction live in ``koord_framework.koordlet.evict_policy``;
+The release and candidate rules shared with CPU eviction live in ``koord_lib_evictpolicy.evict_policy``;
 this module keeps what is memory's own.
 """
 
@@ -17,14 +17,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from koord_framework.api.qos import QoSClass
-from koord_framework.api.resources import MEMORY
-from koord_framework.koordlet.evict_policy import (
+from koord_lib_evictpolicy.evict_policy import (
     ConfigInvalid,
     lower_percent_or_default,
     release_by_used_percent,
 )
-from koord_framework.koordlet.evict_policy import release_by_allocatable as _release_by_allocatable
+from koord_lib_evictpolicy.evict_policy import release_by_allocatable as _release_by_allocatable
+
+from koord_framework.api.qos import QoSClass
+from koord_framework.api.resources import MEMORY
 from koord_framework.koordlet.eviction import PodEvictInfo, eviction_policy_allowed, sort_by_less
 from koord_framework.koordlet.nodeslo import ResourceThresholdStrategy
 from koord_framework.koordlet.states import PodMeta

@@ -24,11 +24,12 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from koord_lib_descheduling.sorter import sort_pods
+
 from koord_framework.api.objects import PodInfo
 from koord_framework.cluster.clock import format_time
 from koord_framework.cluster.port import EventRecord, WatchEvent
 from koord_framework.descheduler.interface import Handle
-from koord_framework.descheduler.sorter import sort_pods
 from koord_framework.errors import ClusterError, NotFoundError, TooManyRequestsError
 from koord_plugin_migration import jobs
 from koord_plugin_migration.args import MODE_EVICT_DIRECTLY, MigrationControllerArgs

@@ -21,11 +21,12 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from koord_lib_descheduling.evictor_filters import EvictorFilter, has_evict_annotation
+from koord_lib_descheduling.sorter import eviction_cost
+
 from koord_framework.api.objects import PodInfo
 from koord_framework.descheduler.args import parse_selector_model
-from koord_framework.descheduler.evictor_filters import EvictorFilter, has_evict_annotation
 from koord_framework.descheduler.interface import Handle
-from koord_framework.descheduler.sorter import eviction_cost
 from koord_plugin_migration import jobs
 from koord_plugin_migration.args import MODE_RESERVATION_FIRST, MigrationControllerArgs
 from koord_plugin_migration.util import IntOrStringError, max_migrating, max_unavailable

@@ -13,19 +13,19 @@ Koordinator's default Evict and Filter plugin (``pkg/descheduler/controllers/mig
 
 from __future__ import annotations
 
+from koord_lib_descheduling.evictor_filters import pod_fits_any_other_node
+
 from koord_framework.api.objects import PodInfo
-from koord_framework.descheduler.evictor_filters import pod_fits_any_other_node
-from koord_framework.descheduler.framework import EvictionFailed
 from koord_framework.descheduler.interface import (
     BackgroundPlugin,
     DeschedulerPlugin,
+    EvictionFailed,
     EvictOptions,
     EvictPlugin,
     FilterPlugin,
     Handle,
     PreEvictionFilterPlugin,
 )
-from koord_framework.plugin import PluginArgs
 from koord_plugin_migration.args import MigrationControllerArgs
 from koord_plugin_migration.controller import MigrationReconciler
 from koord_plugin_migration.filters import MigrationFilter
@@ -33,14 +33,18 @@ from koord_plugin_migration.workloads import ControllerFinder
 
 
 class MigrationController(
-    DeschedulerPlugin, FilterPlugin, PreEvictionFilterPlugin, EvictPlugin, BackgroundPlugin
+    DeschedulerPlugin[MigrationControllerArgs],
+    FilterPlugin,
+    PreEvictionFilterPlugin,
+    EvictPlugin,
+    BackgroundPlugin,
 ):
     name = "MigrationController"
     Args = MigrationControllerArgs
 
-    def __init__(self, args: PluginArgs, handle: Handle) -> None:
+    def __init__(self, args: MigrationControllerArgs, handle: Handle) -> None:
         super().__init__(args, handle)
-        assert isinstance(args, MigrationControllerArgs)
+        args = self.args
         self.config: MigrationControllerArgs = args
         self.finder = ControllerFinder(handle.cluster)
         self.migration_filter = MigrationFilter(args, handle, self.finder)

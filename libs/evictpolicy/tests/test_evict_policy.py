@@ -6,16 +6,16 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
-from koord_framework.api.resources import CPU, MEMORY
-from koord_framework.koordlet.cgroups import CgroupDriver, CgroupLayout, CgroupVersion
-from koord_framework.koordlet.evict_policy import (
+from koord_lib_evictpolicy.evict_policy import (
     ConfigInvalid,
     EvictResource,
     check_allocatable_config,
     priority_evict_infos,
     release_by_used_percent,
 )
+
+from koord_framework.api.resources import CPU, MEMORY
+from koord_framework.koordlet.cgroups import CgroupDriver, CgroupLayout, CgroupVersion
 from koord_framework.koordlet.hostpaths import HostPaths
 from koord_framework.koordlet.nodeslo import ResourceThresholdStrategy
 from koord_framework.koordlet.states import PodMeta

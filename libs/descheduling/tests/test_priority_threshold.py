@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from koord_lib_descheduling.evictor_filters import resolve_priority_threshold
 
 from koord_framework.cluster.clock import VirtualClock
 from koord_framework.cluster.memory import MemoryCluster
-from koord_framework.descheduler.evictor_filters import resolve_priority_threshold
 from koord_framework.errors import NotFoundError
 
 

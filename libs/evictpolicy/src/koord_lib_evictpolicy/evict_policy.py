@@ -1,7 +1,8 @@
 """The threshold-eviction machinery the CPU and memory eviction strategies (``BECPUEvict``,
 ``BEMemoryEvict``) both build on. Koordinator shares the same pieces between its ``cpuevict`` and
-``memoryevict`` plugins through ``qosmanager/helpers`` and ``qosmanager/plugins/util``; here they live in
-the framework because plugins never import each other.
+``memoryevict`` plugins through ``qosmanager/helpers`` and ``qosmanager/plugins/util``; here they are a
+family library (ADR 0005): plugins never import each other, and the framework keeps only what its runtime
+calls.
 
 * ``ThresholdEvictStrategy`` -- the round both strategies run: cool time, the configured triggers in
   Koordinator's order (a trigger whose NodeSLO thresholds are invalid is skipped with the reason in the
@@ -55,7 +56,7 @@ from koord_framework.koordlet.metrics.cache import MetricKind
 from koord_framework.koordlet.nodeslo import ResourceThresholdStrategy
 from koord_framework.koordlet.qos import QOSContext, QOSStrategy
 from koord_framework.koordlet.states import NodeState, PodMeta
-from koord_framework.plugin import PluginArgs
+from koord_framework.plugin import ArgsT
 
 __all__ = [
     "PRIORITY_MID_VALUE_MAX",
@@ -254,7 +255,7 @@ def priority_evict_infos(
 TriggerT = TypeVar("TriggerT", bound=str)
 
 
-class ThresholdEvictStrategy(QOSStrategy, Generic[TriggerT]):
+class ThresholdEvictStrategy(QOSStrategy[ArgsT], Generic[TriggerT, ArgsT]):
     """Base of the eviction strategies. Subclasses set ``resource`` and ``pod_usage_metric`` and build one
     task per trigger in ``build_task`` (raising ``ConfigInvalid`` when the NodeSLO does not allow it).
 
@@ -269,7 +270,7 @@ class ThresholdEvictStrategy(QOSStrategy, Generic[TriggerT]):
 
     def __init__(
         self,
-        args: PluginArgs,
+        args: ArgsT,
         context: QOSContext,
         *,
         triggers: Sequence[TriggerT],
