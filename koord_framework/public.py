@@ -24,6 +24,8 @@ PUBLIC_MODULES: dict[str, str] = {
     "koord_framework.api.**": "objects (PodInfo, NodeRecord), selectors, resources, qos, quantity, constants",
     "koord_framework.cluster.port": "ClusterPort, Informer, WatchEvent, EventRecord",
     "koord_framework.cluster.clock": "Clock, time parsing and formatting",
+    "koord_framework.cluster.manifests": "load_manifests: read a cluster folder (a plugin's CLI subcommand)",
+    "koord_framework.cluster.records": "rebound: a pod record after a bind without parsing the pod again",
     "koord_framework.cluster.kinds": "KindInfo, KindValidator: how a distribution contributes a CRD kind",
     "koord_framework.config.common": "args building blocks: Duration, LabelSelector, ConfigModel",
     "koord_framework.testing.**": "the testing kit: builders, harnesses, conformance (tests)",

@@ -104,7 +104,7 @@ class PostFilterState:
 
 
 class ElasticQuota(
-    SchedulerPlugin,
+    SchedulerPlugin[ElasticQuotaArgs],
     PreFilterPlugin,
     PreFilterExtensions,
     PostFilterPlugin,
@@ -118,10 +118,9 @@ class ElasticQuota(
     name: ClassVar[str] = NAME
     Args: ClassVar[type[PluginArgs]] = ElasticQuotaArgs
 
-    def __init__(self, args: PluginArgs, handle: Handle) -> None:
-        parsed = self.parse_args(args)
-        assert isinstance(parsed, ElasticQuotaArgs)
-        super().__init__(parsed, handle)
+    def __init__(self, args: ElasticQuotaArgs, handle: Handle) -> None:
+        super().__init__(args, handle)
+        parsed = self.args
         self.eq_args: ElasticQuotaArgs = parsed
         self.quotas = QuotaSet(
             scale_min_enabled=parsed.enable_min_quota_scale,

@@ -15,7 +15,7 @@ from typing import Any
 
 from koord_framework.api.objects import NodeRecord, PodInfo
 from koord_framework.api.resources import is_zero, subtract
-from koord_framework.cluster.informer import rebound
+from koord_framework.cluster.records import rebound
 from koord_plugin_elasticquota.manager import GroupQuotaManager
 from koord_plugin_elasticquota.quota_object import (
     DEFAULT_QUOTA_NAME,

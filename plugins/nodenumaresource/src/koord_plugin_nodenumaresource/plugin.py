@@ -202,7 +202,7 @@ def append_resource_spec_if_missed(
 
 
 class NodeNUMAResource(
-    SchedulerPlugin,
+    SchedulerPlugin[NodeNUMAResourceArgs],
     PreFilterPlugin,
     FilterPlugin,
     VectorFilter,
@@ -219,10 +219,9 @@ class NodeNUMAResource(
     name: ClassVar[str] = NAME
     Args: ClassVar[type[PluginArgs]] = NodeNUMAResourceArgs
 
-    def __init__(self, args: PluginArgs, handle: Handle) -> None:
-        parsed = self.parse_args(args)
-        assert isinstance(parsed, NodeNUMAResourceArgs)
-        super().__init__(parsed, handle)
+    def __init__(self, args: NodeNUMAResourceArgs, handle: Handle) -> None:
+        super().__init__(args, handle)
+        parsed = self.args
         self.numa_args: NodeNUMAResourceArgs = parsed
         weights = parsed.scoring_strategy.weights()
         self.scorer = ResourceScorer(parsed.scoring_strategy.type, weights)

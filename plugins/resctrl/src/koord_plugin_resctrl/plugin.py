@@ -102,14 +102,14 @@ class TickReport:
     removed_groups: list[str] = field(default_factory=list)
 
 
-class Resctrl(QOSStrategy):
+class Resctrl(QOSStrategy[ResctrlArgs]):
     """LLC (CAT) and memory-bandwidth (MBA) isolation by QoS class (Koordinator feature ``RdtResctrl``)."""
 
     name: ClassVar[str] = "Resctrl"
     Args: ClassVar[type[PluginArgs]] = ResctrlArgs
     feature: ClassVar[str] = "RdtResctrl"
 
-    def __init__(self, args: PluginArgs, context: QOSContext, *, fs: ResctrlFS | None = None) -> None:
+    def __init__(self, args: ResctrlArgs, context: QOSContext, *, fs: ResctrlFS | None = None) -> None:
         super().__init__(args, context)
         self._fs: ResctrlFS | None = fs
         self._fs_problem = ""

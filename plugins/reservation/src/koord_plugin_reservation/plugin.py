@@ -32,7 +32,6 @@ from koord_framework.plugin import PluginArgs
 from koord_framework.scheduler.cycle_state import CycleState
 
 # The vectorised NormalizeScore form is declared next to the runner, as the core plugins import it.
-from koord_framework.scheduler.framework import VectorNormalize
 from koord_framework.scheduler.frameworkext import (
     ANNOTATION_RESERVATION_ALLOCATED,
     ANNOTATION_RESERVATION_NAME,
@@ -69,6 +68,7 @@ from koord_framework.scheduler.interface import (
     ScoreExtensions,
     ScorePlugin,
     VectorFilter,
+    VectorNormalize,
     VectorScore,
 )
 from koord_framework.scheduler.status import MAX_NODE_SCORE, Code, Status
@@ -166,7 +166,7 @@ def pod_state(state: CycleState) -> PodState | None:
 
 # --- the plugin ----------------------------------------------------------------------------------------
 class Reservation(
-    SchedulerPlugin,
+    SchedulerPlugin[ReservationArgs],
     PreFilterTransformer,
     PreFilterPlugin,
     FilterPlugin,
@@ -191,9 +191,9 @@ class Reservation(
     name: ClassVar[str] = "Reservation"
     Args: ClassVar[type[PluginArgs]] = ReservationArgs
 
-    def __init__(self, args: PluginArgs, handle: Handle) -> None:
+    def __init__(self, args: ReservationArgs, handle: Handle) -> None:
         super().__init__(args, handle)
-        assert isinstance(args, ReservationArgs)
+        args = self.args
         self.rargs = args
         self.ignored = frozenset(args.ignored_resources)
         self.ignored_groups = frozenset(args.ignored_resource_groups)
