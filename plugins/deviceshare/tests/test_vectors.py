@@ -126,11 +126,15 @@ def node_device_from_vector(raw: dict[str, Any]) -> NodeDevice:
         for row in rows:
             minor = int(row["minor"])
             infos.append(
-                DeviceInfo(device_type, minor, health=True, resources=totals.get(device_type, {}).get(minor, {}))
+                DeviceInfo(
+                    device_type, minor, health=True, resources=totals.get(device_type, {}).get(minor, {})
+                )
             )
     if not infos:
         infos = [
-            DeviceInfo(t, m, health=True, resources=res) for t, devs in totals.items() for m, res in devs.items()
+            DeviceInfo(t, m, health=True, resources=res)
+            for t, devs in totals.items()
+            for m, res in devs.items()
         ]
     nd = NodeDevice()
     nd.used = per_minor(raw.get("deviceUsed"))

@@ -16,9 +16,10 @@ Steps:
 2. A restricted view of the node (hint selectors, NUMA nodes, PCIe-level exclusivity, preemptible, required).
 3. With more than one type and a ``device-joint-allocate`` annotation: the primary type first, then the
    secondary types preferring the primary's PCIe switches; ``SamePCIe`` scope demands equal PCIe sets.
-4. GPUs: partition table path (whole GPUs; the Device's ``gpu-partitions`` table or the built-in Hopper table),
-   then the topology path (deepest Node/NUMA/PCIe scope that fits, honoring ``requiredTopologyScope``), then
-   the default path. RDMA/FPGA: the default path: free devices ordered by (preferred, score desc, minor),
+4. GPUs: partition table path (whole GPUs; the Device's ``gpu-partitions`` table or the built-in
+   Hopper table), then the topology path (deepest Node/NUMA/PCIe scope that fits, honoring
+   ``requiredTopologyScope``), then the default path. RDMA/FPGA: the default path: free devices
+   ordered by (preferred, score desc, minor),
    VFs allocated from groups matching the hint's ``vfSelector`` (smallest free bus id).
 5. GPU allocations get the missing one of gpu-memory / gpu-memory-ratio from the device's memory.
 """
@@ -104,7 +105,11 @@ def desired_requests_and_count(
         if hint.allocate_strategy == n.APPLY_FOR_ALL:
             count = len(total)
             if hint.selector is not None:
-                count = sum(1 for d in node_device.device_infos.get(device_type, []) if hint.selector.matches(d.labels))
+                count = sum(
+                    1
+                    for d in node_device.device_infos.get(device_type, [])
+                    if hint.selector.matches(d.labels)
+                )
             if count == 0:
                 return None, 0, insufficient(device_type, Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
         elif hint.allocate_strategy == n.REQUESTS_AS_COUNT:
@@ -128,7 +133,16 @@ class _RequestContext:
 class AutopilotAllocator:
     """Allocates one pod's devices on one node; see the module docstring."""
 
-    __slots__ = ("_counts", "_requests", "node_device", "node_labels", "numa_nodes", "reserve_phase", "scorer", "state")
+    __slots__ = (
+        "_counts",
+        "_requests",
+        "node_device",
+        "node_labels",
+        "numa_nodes",
+        "reserve_phase",
+        "scorer",
+        "state",
+    )
 
     def __init__(
         self,
@@ -177,8 +191,10 @@ class AutopilotAllocator:
             counts[device_type] = count
         for device_type in requests:
             hint = state.hints.get(device_type)
-            if hint is not None and hint.vf_selector is not None and not any(
-                d.vf_groups for d in self.node_device.device_infos.get(device_type, [])
+            if (
+                hint is not None
+                and hint.vf_selector is not None
+                and not any(d.vf_groups for d in self.node_device.device_infos.get(device_type, []))
             ):
                 return Status.unresolvable(f"Insufficient {device_type} VirtualFunctions")
         self._requests = requests
@@ -193,7 +209,13 @@ class AutopilotAllocator:
     ) -> NodeDevice:
         assert self._requests is not None
         exclusive = {t for t, h in self.state.hints.items() if h.exclusive_policy == n.PCIE_LEVEL_EXCLUSIVE}
-        if not required and not preemptible and self.numa_nodes is None and not self.state.has_selectors and not exclusive:
+        if (
+            not required
+            and not preemptible
+            and self.numa_nodes is None
+            and not self.state.has_selectors
+            and not exclusive
+        ):
             return self.node_device
         devices: dict[str, list[int]] = {}
         for device_type in self._requests:
@@ -225,7 +247,12 @@ class AutopilotAllocator:
         assert self._requests is not None
         view = self._view(required, preemptible)
         ctx = _RequestContext(
-            self.state, self.node_labels, self._requests, self._counts, self.scorer, self.node_device,
+            self.state,
+            self.node_labels,
+            self._requests,
+            self._counts,
+            self.scorer,
+            self.node_device,
             preferred=preferred,
         )
         result: DeviceAllocations = {}
@@ -276,7 +303,9 @@ class AutopilotAllocator:
         if joint is None or not joint.device_types:
             return None, Status.success()
         primary = joint.device_types[0]
-        primary_allocs, status = _allocate_devices(ctx, view, primary, ctx.desired_count.get(primary, 0), set())
+        primary_allocs, status = _allocate_devices(
+            ctx, view, primary, ctx.desired_count.get(primary, 0), set()
+        )
         if not status.is_success:
             return None, status
         if not primary_allocs:
@@ -318,7 +347,9 @@ def _allocate_devices(
     if device_type == n.GPU:
         # Koordinator's GPU allocator ignores preferred PCIe switches (it only has the primary role here).
         return _allocate_gpu(ctx, view, desired, max_desired)
-    return _default_allocate(view, ctx, ctx.requests_per_instance[device_type], desired, max_desired, device_type, preferred_pcies)
+    return _default_allocate(
+        view, ctx, ctx.requests_per_instance[device_type], desired, max_desired, device_type, preferred_pcies
+    )
 
 
 # --- the default path (RDMA, FPGA, and GPUs when no other path applies) ----------------------------------
@@ -359,9 +390,7 @@ def _ordered_minors(
     return out + rest
 
 
-def _allocate_vf(
-    info: DeviceInfo | None, taken: set[str], hint: DeviceHint
-) -> VirtualFunction | None:
+def _allocate_vf(info: DeviceInfo | None, taken: set[str], hint: DeviceHint) -> VirtualFunction | None:
     if info is None:
         return None
     remaining = [
@@ -396,7 +425,7 @@ def _default_allocate(
         if required and minor not in required:
             continue
         res = free[minor]
-        if is_zero(res) or not less_than_or_equal(request, res):
+        if is_zero(res) or not less_than_or_equal(request, res)[0]:
             continue
         vfs: tuple[VFAllocation, ...] = ()
         if must_vf:
@@ -435,7 +464,9 @@ def _allocate_gpu(ctx: _RequestContext, view: NodeDevice, desired: int, max_desi
         return None, status
     if allocs:
         return allocs, Status.success()
-    allocs, status = _allocate_by_topology(req, view.gpu_topology_scope, used_hash, free, total_view, ctx.scorer)
+    allocs, status = _allocate_by_topology(
+        req, view.gpu_topology_scope, used_hash, free, total_view, ctx.scorer
+    )
     if not status.is_success:
         return None, status
     if allocs:
@@ -565,13 +596,17 @@ def _allocate_from_scope(
     for child in scope.child_scopes:
         if len(child.minors) < req.number_of_gpus:
             continue
-        r = _allocate_from_scope(req, child, used_hash, free, total, scorer, not_empties, depth, device_context)
+        r = _allocate_from_scope(
+            req, child, used_hash, free, total, scorer, not_empties, depth, device_context
+        )
         if r is None or not r.allocations:
             continue
         if best is None:
             best = r
             continue
-        if best.depth < r.depth or (best.depth == r.depth and best.cumulative_not_empties < r.cumulative_not_empties):
+        if best.depth < r.depth or (
+            best.depth == r.depth and best.cumulative_not_empties < r.cumulative_not_empties
+        ):
             best = r
         if (
             req.gpu_shared
@@ -591,12 +626,14 @@ def _allocate_from_scope(
         ctx = device_context.get(minor)
         if ctx is None:
             device_free = free.get(minor, {})
-            ok = less_than_or_equal(req.requests_per_gpu, device_free) and minor in total
+            ok = less_than_or_equal(req.requests_per_gpu, device_free)[0] and minor in total
             s = 0
             if ok and req.gpu_shared and scorer is not None:
                 # Koordinator passes (free, total) in this order here, swapped against scoreDevice's
                 # signature; kept so shared-GPU placement matches it.
-                s = scorer.score_device(req.requests_per_gpu, device_free, scope.minors_resources.get(minor, {}))
+                s = scorer.score_device(
+                    req.requests_per_gpu, device_free, scope.minors_resources.get(minor, {})
+                )
             ctx = (ok, s)
             device_context[minor] = ctx
         ok, s = ctx
@@ -640,5 +677,7 @@ def fill_gpu_total_memory(allocations: DeviceAllocations, node_device: NodeDevic
                 memory_bytes_to_ratio(resources[n.GPU_MEMORY], device_memory) if device_memory else 0
             )
         else:
-            resources[n.GPU_MEMORY] = memory_ratio_to_bytes(resources.get(n.GPU_MEMORY_RATIO, 0), device_memory)
+            resources[n.GPU_MEMORY] = memory_ratio_to_bytes(
+                resources.get(n.GPU_MEMORY_RATIO, 0), device_memory
+            )
         a.resources = resources

@@ -1,4 +1,4 @@
-"""The ``Device`` object (``scheduling.koordinator.sh/v1alpha1``, one per node, named after it), parsed and checked.
+"""The ``Device`` object (``scheduling.koordinator.sh/v1alpha1``, one per node), parsed and checked.
 
 The framework only knows the kind; what a Device means is this plugin's business, so the checks live here:
 every field DeviceShare reads is type-checked, a device must have a ``minor``, and no two devices of one type

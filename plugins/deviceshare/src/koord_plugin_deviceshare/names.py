@@ -80,7 +80,12 @@ SCOPE_DEVICE: Final = "Device"
 SCOPE_PCIE: Final = "PCIe"
 SCOPE_NUMA_NODE: Final = "NUMANode"
 SCOPE_NODE: Final = "Node"
-TOPOLOGY_SCOPE_LEVEL: Final[dict[str, int]] = {SCOPE_DEVICE: 4, SCOPE_PCIE: 3, SCOPE_NUMA_NODE: 2, SCOPE_NODE: 1}
+TOPOLOGY_SCOPE_LEVEL: Final[dict[str, int]] = {
+    SCOPE_DEVICE: 4,
+    SCOPE_PCIE: 3,
+    SCOPE_NUMA_NODE: 2,
+    SCOPE_NODE: 1,
+}
 """Deeper scopes have higher levels; a pod's ``requiredTopologyScope`` is the shallowest level it accepts."""
 
 PARTITION_RESTRICTED: Final = "Restricted"

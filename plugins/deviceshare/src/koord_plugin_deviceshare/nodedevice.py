@@ -2,9 +2,10 @@
 
 ``NodeDevice`` is Koordinator's ``nodeDevice``: ``total[type][minor]`` (empty for an unhealthy device),
 ``used`` summed from the ``device-allocated`` annotations of the pods on the node (and this scheduler's
-reservations), ``free = total - used`` clamped at zero, and ``allocate_set`` remembering what each pod holds so
-an allocation is never added or removed twice. ``filter`` builds the restricted view one allocation attempt
-works on (hint selectors, NUMA nodes, preemptible and designated resources, PCIe exclusivity).
+reservations), ``free = total - used`` clamped at zero, and ``allocate_set`` remembering what each pod
+holds so an allocation is never added or removed twice. ``filter`` builds the restricted view one
+allocation attempt works on (hint selectors, NUMA nodes, preemptible and designated resources, PCIe
+exclusivity).
 """
 
 from __future__ import annotations
@@ -311,7 +312,9 @@ class NodeDevice:
                 merged.setdefault(minor, dict(res))
             free = merged
         if required:
-            return {minor: min_resources(res, required[minor]) for minor, res in free.items() if minor in required}
+            return {
+                minor: min_resources(res, required[minor]) for minor, res in free.items() if minor in required
+            }
         return free
 
     def _fully_idle_pcie_minors(self, free: DeviceResources, device_type: str) -> set[int]:
@@ -367,6 +370,4 @@ class NodeDevice:
 
     def summary(self) -> dict[str, dict[str, dict[str, int]]]:
         """Free resources per device (``type/minor``) for explanations."""
-        return {
-            t: {str(m): dict(r) for m, r in sorted(res.items())} for t, res in sorted(self.free.items())
-        }
+        return {t: {str(m): dict(r) for m, r in sorted(res.items())} for t, res in sorted(self.free.items())}

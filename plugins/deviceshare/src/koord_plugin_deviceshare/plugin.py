@@ -1,4 +1,4 @@
-"""``DeviceShare``: allocate GPUs (whole or shared), RDMA NICs (with VFs) and FPGAs (Koordinator ``deviceshare``).
+"""``DeviceShare``: GPUs (whole or shared), RDMA NICs (with VFs) and FPGAs (Koordinator ``deviceshare``).
 
 PreFilter reads the pod's device request and hints (``state.prepare_pod``); Filter runs the allocator on the
 node without a scorer (any fit passes); Score rates the node (LeastAllocated/MostAllocated, summed over device
@@ -58,7 +58,12 @@ from koord_plugin_deviceshare.allocation import (
 from koord_plugin_deviceshare.allocator import AutopilotAllocator
 from koord_plugin_deviceshare.args import DeviceShareArgs
 from koord_plugin_deviceshare.device import DeviceError, ParsedDevice, parse_device
-from koord_plugin_deviceshare.nodedevice import DeviceResources, NodeDevice, append_allocated, subtract_allocated
+from koord_plugin_deviceshare.nodedevice import (
+    DeviceResources,
+    NodeDevice,
+    append_allocated,
+    subtract_allocated,
+)
 from koord_plugin_deviceshare.scoring import DeviceScorer
 from koord_plugin_deviceshare.state import PodDeviceError, PodDeviceState, prepare_pod
 
@@ -199,8 +204,12 @@ class DeviceShare(
     def _reservation_preemptible(self, state: CycleState, node_name: str) -> dict[str, DeviceResources]:
         return {}
 
-    def _preemptible(self, state: CycleState, s: PodDeviceState, node_name: str) -> dict[str, DeviceResources]:
-        return append_allocated(None, s.preemptible.get(node_name), self._reservation_preemptible(state, node_name))
+    def _preemptible(
+        self, state: CycleState, s: PodDeviceState, node_name: str
+    ) -> dict[str, DeviceResources]:
+        return append_allocated(
+            None, s.preemptible.get(node_name), self._reservation_preemptible(state, node_name)
+        )
 
     # --- PreFilter ------------------------------------------------------------------------------------
     def pre_filter(
@@ -278,11 +287,17 @@ class DeviceShare(
         """Which devices lack what, for explanations: ``gpu 3: gpu-memory-ratio 20 free < 50``."""
         parts: list[str] = []
         for device_type, request in s.pod_requests.items():
-            per = s.gpu_requirements.requests_per_gpu if device_type == n.GPU and s.gpu_requirements else request
+            per = (
+                s.gpu_requirements.requests_per_gpu
+                if device_type == n.GPU and s.gpu_requirements
+                else request
+            )
             for minor, free in sorted(nd.free.get(device_type, {}).items()):
                 for name, want in per.items():
                     if free.get(name, 0) < want:
-                        parts.append(f"{device_type} {minor}: {_short(name)} {free.get(name, 0)} free < {want}")
+                        parts.append(
+                            f"{device_type} {minor}: {_short(name)} {free.get(name, 0)} free < {want}"
+                        )
                         break
                 if len(parts) >= _MAX_DETAIL_DEVICES:
                     break
@@ -366,7 +381,9 @@ class DeviceShare(
         status = self._fill_ids(s.allocation_result, node_name)
         if not status.is_success:
             return status
-        state.pod_mutation.annotations[n.ANNOTATION_DEVICE_ALLOCATED] = encode_allocations(s.allocation_result)
+        state.pod_mutation.annotations[n.ANNOTATION_DEVICE_ALLOCATED] = encode_allocations(
+            s.allocation_result
+        )
         return Status.success()
 
     def _fill_ids(self, allocations: DeviceAllocations, node_name: str) -> Status:

@@ -136,7 +136,7 @@ VALID_COMBINATIONS: Final[dict[int, Callable[[ResourceList], bool]]] = {
     FPGA: _always,
     RDMA: _always,
 }
-"""The accepted flag combinations and the check each one runs (Koordinator's ``ValidDeviceResourceCombinations``)."""
+"""Accepted flag combinations and the check of each (Koordinator's ``ValidDeviceResourceCombinations``)."""
 
 _PERCENTAGE_RESOURCES: Final = frozenset({n.KOORD_GPU, n.FPGA_RESOURCE, n.RDMA_RESOURCE})
 

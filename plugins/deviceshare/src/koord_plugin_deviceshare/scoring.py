@@ -53,7 +53,9 @@ class DeviceScorer:
             weight_sum += weight
         return score // weight_sum if weight_sum else 0
 
-    def score_device(self, request: Mapping[str, int], total: Mapping[str, int], free: Mapping[str, int]) -> int:
+    def score_device(
+        self, request: Mapping[str, int], total: Mapping[str, int], free: Mapping[str, int]
+    ) -> int:
         pairs = []
         for name in self.weights:
             t = total.get(name, 0)

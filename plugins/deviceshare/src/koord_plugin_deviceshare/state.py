@@ -70,7 +70,9 @@ class PodDeviceState:
     """node -> type -> minor -> resources returned by preemption victims."""
 
     def clone(self) -> PodDeviceState:
-        copied = {node: {t: copy_resources(r) for t, r in per.items()} for node, per in self.preemptible.items()}
+        copied = {
+            node: {t: copy_resources(r) for t, r in per.items()} for node, per in self.preemptible.items()
+        }
         return PodDeviceState(
             self.skip,
             self.pod_requests,
@@ -114,13 +116,17 @@ def parse_hints(annotations: Mapping[str, str]) -> dict[str, DeviceHint]:
     if data is None:
         return {}
     if not isinstance(data, Mapping):
-        raise PodDeviceError("invalid DeviceAllocateHint annotation", "expected an object of device type to hint")
+        raise PodDeviceError(
+            "invalid DeviceAllocateHint annotation", "expected an object of device type to hint"
+        )
     out: dict[str, DeviceHint] = {}
     for device_type, hint in data.items():
         if hint is None:
             continue
         if not isinstance(hint, Mapping):
-            raise PodDeviceError("invalid DeviceAllocateHint annotation", f"{device_type}: expected an object")
+            raise PodDeviceError(
+                "invalid DeviceAllocateHint annotation", f"{device_type}: expected an object"
+            )
         where = f"{n.ANNOTATION_DEVICE_ALLOCATE_HINT}.{device_type}"
         out[str(device_type)] = DeviceHint(
             selector=_selector(hint.get("selector"), f"{where}.Selector"),
@@ -144,7 +150,9 @@ def parse_joint_allocate(annotations: Mapping[str, str]) -> JointAllocate | None
         raise PodDeviceError("invalid DeviceJointAllocate annotation", "expected an object")
     types = data.get("deviceTypes") or []
     if not isinstance(types, list) or not all(isinstance(t, str) for t in types):
-        raise PodDeviceError("invalid DeviceJointAllocate annotation", "deviceTypes: expected a list of strings")
+        raise PodDeviceError(
+            "invalid DeviceJointAllocate annotation", "deviceTypes: expected a list of strings"
+        )
     return JointAllocate(tuple(types), str(data.get("requiredScope") or ""))
 
 
@@ -193,7 +201,9 @@ def prepare_pod(
     state.joint_allocate = joint
     if joint is not None and joint.device_types:
         state.primary_device_type = joint.device_types[0]
-    state.gpu_requirements = _gpu_requirements(pod_requests, hints.get(n.GPU), annotations, template_matched_resources)
+    state.gpu_requirements = _gpu_requirements(
+        pod_requests, hints.get(n.GPU), annotations, template_matched_resources
+    )
     state.pod_fits_secondary_device_well_planned = (
         state.gpu_requirements is not None and not state.gpu_requirements.gpu_shared
     )
