@@ -8,11 +8,13 @@ such a node, so NodeResourcesFit admits device pods there.
 
 from __future__ import annotations
 
+import json
+import random
 from typing import Any
 
 from koord_plugin_deviceshare import names as n
 
-__all__ = ["gpu_node_allocatable", "make_device"]
+__all__ = ["device_pod", "gpu_node_allocatable", "make_device", "random_device_pod"]
 
 GiB = 1 << 30
 
@@ -99,4 +101,51 @@ def gpu_node_allocatable(gpus: int = 8, rdma: int = 2, memory: int = 80 * GiB) -
         n.GPU_MEMORY_RATIO: str(100 * gpus),
         n.GPU_MEMORY: str(memory * gpus),
         n.RDMA_RESOURCE: str(100 * rdma),
+    }
+
+
+def random_device_pod(rng: random.Random, i: int) -> dict[str, Any]:
+    """A pending pod ``p<i>`` of a random device kind (whole, shared, multi-shared, RDMA, joint, scoped,
+    or CPU only)."""
+    kind = rng.choice(["whole", "shared", "shared-mem", "multi-shared", "rdma", "joint", "scoped", "cpu"])
+    annotations: dict[str, str] = {}
+    requests: dict[str, str] = {"cpu": "1"}
+    if kind == "whole":
+        requests[n.NVIDIA_GPU] = str(rng.randint(1, 8))
+    elif kind == "shared":
+        share = rng.choice([25, 30, 50, 75])
+        requests |= {n.GPU_CORE: str(share), n.GPU_MEMORY_RATIO: str(share)}
+    elif kind == "shared-mem":
+        requests |= {n.GPU_CORE: str(rng.choice([10, 20, 40])), n.GPU_MEMORY: f"{rng.choice([4, 8, 16])}Gi"}
+    elif kind == "multi-shared":
+        requests |= {n.GPU_SHARED: "2", n.GPU_CORE: "100", n.GPU_MEMORY_RATIO: "100"}
+    elif kind == "rdma":
+        requests[n.RDMA_RESOURCE] = "1"
+        annotations[n.ANNOTATION_DEVICE_ALLOCATE_HINT] = json.dumps({"rdma": {"vfSelector": {}}})
+    elif kind == "joint":
+        requests |= {n.NVIDIA_GPU: str(rng.choice([1, 2, 4])), n.RDMA_RESOURCE: "1"}
+        annotations[n.ANNOTATION_DEVICE_ALLOCATE_HINT] = json.dumps({"rdma": {"vfSelector": {}}})
+        annotations[n.ANNOTATION_DEVICE_JOINT_ALLOCATE] = json.dumps(
+            {"deviceTypes": ["gpu", "rdma"], "requiredScope": "SamePCIe"}
+        )
+    elif kind == "scoped":
+        requests[n.NVIDIA_GPU] = str(rng.choice([2, 3, 4]))
+        scope = rng.choice(["PCIe", "NUMANode"])
+        annotations[n.ANNOTATION_DEVICE_ALLOCATE_HINT] = json.dumps({"gpu": {"requiredTopologyScope": scope}})
+    return device_pod(f"p{i}", requests, annotations)
+
+
+def device_pod(
+    name: str, requests: dict[str, str], annotations: dict[str, str] | None = None, namespace: str = "default"
+) -> dict[str, Any]:
+    """A pending pod with one container asking ``requests``."""
+    meta: dict[str, Any] = {"name": name, "namespace": namespace, "uid": f"uid-{namespace}-{name}"}
+    if annotations:
+        meta["annotations"] = dict(annotations)
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": meta,
+        "spec": {"containers": [{"name": "main", "resources": {"requests": dict(requests)}}]},
+        "status": {"phase": "Pending"},
     }

@@ -1,0 +1,83 @@
+"""Random GPU clusters and pod mixes: replaying ``device-allocated`` afterwards finds no broken invariant.
+
+Each seed builds nodes with 1-8 GPUs (some unhealthy), 0-4 RDMA NICs with VFs, pre-bound pods already holding
+devices, and pending pods mixing whole GPUs (1-8), shared GPUs (gpu-core + ratio, gpu-memory bytes, gpu.shared
+across two GPUs), RDMA with VFs, joint GPU+RDMA with ``SamePCIe`` and GPUs with ``requiredTopologyScope``.
+Every pod is scheduled (some fail); then ``checker.check_allocations`` replays the cluster's annotations: no
+device beyond 100 % / its memory, no whole GPU shared, no VF twice, required scopes kept. The plugin's own
+cache must also agree with the replay.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+import pytest
+from koord_plugin_deviceshare import DeviceShare
+from koord_plugin_deviceshare import names as n
+from koord_plugin_deviceshare.builders import GiB, gpu_node_allocatable, make_device, random_device_pod
+from koord_plugin_deviceshare.checker import check_allocations
+
+from koord_framework.testing import make_node, make_pod
+from koord_framework.testing.scheduler import SchedulerHarness
+
+SEEDS = range(8)
+
+
+def random_cluster(rng: random.Random) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    objects: list[dict[str, Any]] = []
+    for i in range(rng.randint(2, 5)):
+        gpus, rdma = rng.randint(1, 8), rng.randint(0, 4)
+        memory = rng.choice([16, 40, 80]) * GiB
+        unhealthy = tuple(m for m in range(gpus) if rng.random() < 0.1)
+        name = f"n{i}"
+        objects.append(
+            make_node(name, cpu="128", memory="1Ti", allocatable=gpu_node_allocatable(gpus, rdma, memory))
+        )
+        objects.append(
+            make_device(name, gpus, rdma, memory=memory, vfs=rng.randint(1, 3), unhealthy=unhealthy)
+        )
+    pending = [random_device_pod(rng, i) for i in range(rng.randint(15, 40))]
+    return objects, pending
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_no_invariant_breaks_on_random_clusters(seed: int) -> None:
+    rng = random.Random(seed)
+    objects, pending = random_cluster(rng)
+    h = SchedulerHarness([DeviceShare])
+    h.add(*objects)
+    scheduled = 0
+    for pod in pending:
+        scheduled += h.schedule_one(pod).scheduled
+    assert scheduled > 0
+    pods, _ = h.cluster.list("Pod")
+    devices, _ = h.cluster.list("Device")
+    assert check_allocations(devices, pods) == []
+    # The plugin's cache counts exactly what the annotations say.
+    plugin = h.plugin("DeviceShare")
+    assert isinstance(plugin, DeviceShare)
+    replay: dict[tuple[str, str, int], dict[str, int]] = {}
+    for pod in pods:
+        raw = (pod["metadata"].get("annotations") or {}).get(n.ANNOTATION_DEVICE_ALLOCATED)
+        if raw:
+            for t, allocs in json.loads(raw).items():
+                for a in allocs:
+                    key = (pod["spec"]["nodeName"], t, a["minor"])
+                    replay[key] = replay.get(key, 0) + int(a["resources"].get(n.GPU_CORE, 0))
+    for (node, t, minor), core in replay.items():
+        if t == "gpu":
+            assert plugin.nodes[node].used[t][minor].get(n.GPU_CORE, 0) == core
+
+
+def test_checker_catches_oversubscription() -> None:
+    device = make_device("n1", gpus=1, rdma=0)
+    alloc = {"gpu": [{"minor": 0, "resources": {n.GPU_CORE: "60", n.GPU_MEMORY_RATIO: "60"}}]}
+    pods = [
+        make_pod(f"p{i}", node="n1", annotations={n.ANNOTATION_DEVICE_ALLOCATED: json.dumps(alloc)})
+        for i in range(2)
+    ]
+    problems = check_allocations([device], pods)
+    assert any("gpu-core 120 allocated > 100" in p for p in problems)
