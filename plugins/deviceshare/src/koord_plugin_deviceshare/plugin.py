@@ -64,6 +64,7 @@ from koord_plugin_deviceshare.nodedevice import (
     append_allocated,
     subtract_allocated,
 )
+from koord_plugin_deviceshare.requests import format_value
 from koord_plugin_deviceshare.scoring import DeviceScorer
 from koord_plugin_deviceshare.state import PodDeviceError, PodDeviceState, prepare_pod
 
@@ -295,8 +296,9 @@ class DeviceShare(
             for minor, free in sorted(nd.free.get(device_type, {}).items()):
                 for name, want in per.items():
                     if free.get(name, 0) < want:
+                        have = format_value(name, free.get(name, 0))
                         parts.append(
-                            f"{device_type} {minor}: {_short(name)} {free.get(name, 0)} free < {want}"
+                            f"{device_type} {minor}: {_short(name)} {have} free < {format_value(name, want)}"
                         )
                         break
                 if len(parts) >= _MAX_DETAIL_DEVICES:
