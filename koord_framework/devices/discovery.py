@@ -182,6 +182,8 @@ def _nvml_gpus(host: HostPaths, nvml: NVML, out: Discovery) -> None:
         out.labels[LABEL_GPU_MODEL] = gpu_model_label(names.pop())
     elif len(names) > 1:
         out.errors.append(f"gpus of different models {sorted(names)}: no {LABEL_GPU_MODEL} label")
+    if not out.devices:
+        return  # no GPU: no GPU labels
     try:
         out.labels[LABEL_GPU_DRIVER_VERSION] = nvml.driver_version()
     except NVMLError as err:
