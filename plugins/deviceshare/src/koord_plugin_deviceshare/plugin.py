@@ -27,8 +27,11 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Final
 
+import numpy as np
+
 from koord_framework.api.objects import PodInfo
 from koord_framework.plugin import PluginArgs
+from koord_framework.scheduler.constant_arrays import all_pass
 from koord_framework.scheduler.cycle_state import CycleState
 from koord_framework.scheduler.interface import (
     ClusterEvent,
@@ -45,9 +48,12 @@ from koord_framework.scheduler.interface import (
     SchedulerPlugin,
     ScoreExtensions,
     ScorePlugin,
+    VectorFilter,
+    VectorScore,
 )
 from koord_framework.scheduler.nodeinfo import NodeInfo
 from koord_framework.scheduler.status import MAX_NODE_SCORE, Code, Status
+from koord_framework.scheduler.table import BoolArray, Int64Array, NodeTable
 from koord_plugin_deviceshare import names as n
 from koord_plugin_deviceshare.allocation import (
     AllocationError,
@@ -58,6 +64,7 @@ from koord_plugin_deviceshare.allocation import (
 from koord_plugin_deviceshare.allocator import AutopilotAllocator
 from koord_plugin_deviceshare.args import DeviceShareArgs
 from koord_plugin_deviceshare.device import DeviceError, ParsedDevice, parse_device
+from koord_plugin_deviceshare.memo import RowMemo
 from koord_plugin_deviceshare.nodedevice import (
     DeviceResources,
     NodeDevice,
@@ -74,6 +81,12 @@ NAME: Final = "DeviceShare"
 STATE_KEY: Final = NAME
 _TERMINAL_PHASES: Final = frozenset({"Succeeded", "Failed"})
 _MAX_DETAIL_DEVICES: Final = 4
+_DEVICE_NAMES: Final = frozenset(name for names in n.DEVICE_RESOURCE_NAMES.values() for name in names)
+_SHAPE_ANNOTATIONS: Final = (
+    n.ANNOTATION_DEVICE_ALLOCATE_HINT,
+    n.ANNOTATION_DEVICE_JOINT_ALLOCATE,
+    n.ANNOTATION_GPU_PARTITION_SPEC,
+)
 log = logging.getLogger(__name__)
 
 
@@ -91,8 +104,10 @@ class DeviceShare(
     PreFilterPlugin,
     PreFilterExtensions,
     FilterPlugin,
+    VectorFilter,
     PreScorePlugin,
     ScorePlugin,
+    VectorScore,
     ScoreExtensions,
     ReservePlugin,
     PreBindPlugin,
@@ -121,8 +136,11 @@ class DeviceShare(
         """node -> why its Device object was refused (a Filter reason for device pods)."""
         self._pod_allocations: dict[str, tuple[str, DeviceAllocations]] = {}
         """pod key -> (node, allocations) the informer last saw, so updates and deletes undo exactly that."""
+        self._memo = RowMemo()
         handle.informer.add_handler("Device", self._on_device, self._on_device_update, self._on_device_delete)
         handle.informer.add_handler("Pod", self._on_pod, self._on_pod_update, self._on_pod_delete)
+        # Node labels (GPU model, partition policy, isolation provider) enter Filter and Score.
+        handle.informer.add_handler("Node", self._on_node, self._on_node_update, self._on_node)
 
     # --- cluster events -------------------------------------------------------------------------------
     def events_to_register(self) -> list[ClusterEvent]:
@@ -132,6 +150,17 @@ class DeviceShare(
             ClusterEvent("Device", "Update"),
             ClusterEvent("Device", "Delete"),
         ]
+
+    def _bump(self, name: str) -> None:
+        """``name`` changed: its memoised Filter/Score verdicts are stale (call with the lock held)."""
+        self._memo.bump(self.handle.table, name)
+
+    def _on_node(self, obj: Mapping[str, Any]) -> None:
+        with self._lock:
+            self._bump(str((obj.get("metadata") or {}).get("name") or ""))
+
+    def _on_node_update(self, _old: Mapping[str, Any], obj: Mapping[str, Any]) -> None:
+        self._on_node(obj)
 
     def _node_device(self, name: str) -> NodeDevice:
         nd = self.nodes.get(name)
@@ -150,11 +179,13 @@ class DeviceShare(
                 self.devices.pop(name, None)
                 if name in self.nodes:
                     self.nodes[name].invalidate()
+                self._bump(name)
             return
         with self._lock:
             self.device_errors.pop(name, None)
             self.devices[name] = parsed
             self._node_device(name).set_device(parsed)
+            self._bump(name)
 
     def _on_device_update(self, _old: Mapping[str, Any], obj: Mapping[str, Any]) -> None:
         self._on_device(obj)
@@ -166,6 +197,7 @@ class DeviceShare(
             self.device_errors.pop(name, None)
             if name in self.nodes:
                 self.nodes[name].invalidate()
+            self._bump(name)
 
     def _on_pod(self, obj: Mapping[str, Any]) -> None:
         key = _pod_key(obj)
@@ -184,9 +216,11 @@ class DeviceShare(
             previous = self._pod_allocations.pop(key, None)
             if previous is not None:
                 self._node_device(previous[0]).update_used(previous[1], key, add=False)
+                self._bump(previous[0])
             if allocations:
                 self._node_device(node).update_used(allocations, key, add=True)
                 self._pod_allocations[key] = (node, allocations)
+                self._bump(node)
 
     def _on_pod_update(self, _old: Mapping[str, Any], obj: Mapping[str, Any]) -> None:
         self._on_pod(obj)
@@ -197,6 +231,7 @@ class DeviceShare(
             previous = self._pod_allocations.pop(key, None)
             if previous is not None:
                 self._node_device(previous[0]).update_used(previous[1], key, add=False)
+                self._bump(previous[0])
 
     # --- hooks for the NUMA topology manager and reservations (see the module docstring) ---------------
     def _numa_nodes(self, state: CycleState, node_name: str) -> frozenset[int] | None:
@@ -221,6 +256,12 @@ class DeviceShare(
         except PodDeviceError as err:
             reasons = (err.reason, f"pod {pod.key}: {err.detail}") if err.detail else (err.reason,)
             return None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, reasons)
+        if not s.skip:
+            s.shape = (
+                tuple(sorted((k, v) for k, v in pod.requests.items() if k in _DEVICE_NAMES)),
+                tuple(pod.annotations.get(a) for a in _SHAPE_ANNOTATIONS),
+                pod.labels.get(n.LABEL_GPU_ISOLATION_PROVIDER, ""),
+            )
         state.write(STATE_KEY, s)
         if s.skip:
             return None, Status.skip()
@@ -283,6 +324,39 @@ class DeviceShare(
                 if detail:
                     return Status(status.code, (*status.reasons, detail))
             return status
+
+    def _memoisable(self, state: CycleState, s: PodDeviceState) -> bool:
+        """Verdicts depend on the node and the pod's shape only -- unless a preemption what-if returned
+        devices (and, once wired, NUMA hints or reservations: they make the verdict cycle-specific)."""
+        return not s.preemptible
+
+    def filter_all(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: Int64Array) -> BoolArray:
+        s = self._state(state)
+        if s is None or s.skip:
+            return all_pass(int(rows.size))
+
+        def one(row: int) -> int:
+            ni = self.handle.node_info(table.names[row])
+            return 1 if ni is None or self.filter(state, pod, ni).is_success else 0
+
+        with self._lock:
+            if not self._memoisable(state, s):
+                return np.fromiter((one(r) for r in rows.tolist()), dtype=np.bool_, count=int(rows.size))
+            return self._memo.values(table, rows, ("Filter", *s.shape), one).astype(np.bool_)
+
+    def score_all(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: Int64Array) -> Int64Array:
+        s = self._state(state)
+        if s is None or s.skip:
+            return np.zeros(int(rows.size), dtype=np.int64)
+
+        def one(row: int) -> int:
+            ni = self.handle.node_info(table.names[row])
+            return 0 if ni is None else self.score(state, pod, ni)[0]
+
+        with self._lock:
+            if not self._memoisable(state, s):
+                return np.fromiter((one(r) for r in rows.tolist()), dtype=np.int64, count=int(rows.size))
+            return self._memo.values(table, rows, ("Score", *s.shape), one)
 
     def _shortage(self, s: PodDeviceState, nd: NodeDevice) -> str:
         """Which devices lack what, for explanations: ``gpu 3: gpu-memory-ratio 20 free < 50``."""
@@ -363,6 +437,7 @@ class DeviceShare(
                 s.allocation_result = result
             if s.allocation_result:
                 nd.update_used(s.allocation_result, pod.key, add=True)
+                self._bump(node_name)
         return Status.success()
 
     def unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
@@ -373,6 +448,7 @@ class DeviceShare(
             nd = self.nodes.get(node_name)
             if nd is not None:
                 nd.update_used(s.allocation_result, pod.key, add=False)
+                self._bump(node_name)
             s.allocation_result = None
 
     # --- PreBind --------------------------------------------------------------------------------------

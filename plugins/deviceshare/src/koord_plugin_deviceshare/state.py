@@ -68,6 +68,8 @@ class PodDeviceState:
     allocation_result: DeviceAllocations | None = None
     preemptible: dict[str, dict[str, DeviceResources]] = field(default_factory=dict)
     """node -> type -> minor -> resources returned by preemption victims."""
+    shape: tuple[object, ...] = ()
+    """What Filter/Score verdicts depend on besides the node: pods of one shape share memoised verdicts."""
 
     def clone(self) -> PodDeviceState:
         copied = {
@@ -84,6 +86,7 @@ class PodDeviceState:
             self.gpu_requirements,
             self.allocation_result,
             copied,
+            self.shape,
         )
 
 
