@@ -50,6 +50,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench
 	$(BIN)/python bench/descheduler_round.py
 	$(BIN)/python bench/koordlet_agent.py --seconds 60
+	$(BIN)/python bench/deviceshare.py
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info plugins/*/build plugins/*/src/*.egg-info

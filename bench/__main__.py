@@ -30,9 +30,9 @@ ORDER = ("basic", "spread", "antiaffinity", "colocation-1k", "colocation-20k", "
 
 
 def all_workloads() -> dict[str, Workload]:
-    from bench import colocation, rss, scheduler_perf
+    from bench import colocation, deviceshare, rss, scheduler_perf
 
-    return {**scheduler_perf.WORKLOADS, **colocation.WORKLOADS, **rss.WORKLOADS}
+    return {**scheduler_perf.WORKLOADS, **colocation.WORKLOADS, **rss.WORKLOADS, **deviceshare.WORKLOADS}
 
 
 def _stderr(msg: str) -> None:
@@ -119,7 +119,7 @@ def run_all(args: argparse.Namespace, names: Sequence[str]) -> list[dict[str, An
 def main(argv: Sequence[str] | None = None) -> int:
     workloads = all_workloads()
     parser = argparse.ArgumentParser(prog="python -m bench", description="Run the scheduler benchmarks.")
-    parser.add_argument("--workload", choices=[*ORDER, "all"], default="all")
+    parser.add_argument("--workload", choices=[*workloads, "all"], default="all")
     parser.add_argument("--nodes", type=int, help="override the workload's node count")
     parser.add_argument("--init-pods", type=int, help="override the number of pods bound before measuring")
     parser.add_argument("--pods", type=int, help="override the number of measured pods")

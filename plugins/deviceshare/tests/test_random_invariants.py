@@ -17,9 +17,15 @@ from typing import Any
 import pytest
 from koord_plugin_deviceshare import DeviceShare
 from koord_plugin_deviceshare import names as n
+from koord_plugin_deviceshare.allocation import DeviceAllocation
+from koord_plugin_deviceshare.allocator import AutopilotAllocator, quick_fit
 from koord_plugin_deviceshare.builders import GiB, gpu_node_allocatable, make_device, random_device_pod
 from koord_plugin_deviceshare.checker import check_allocations
+from koord_plugin_deviceshare.device import parse_device
+from koord_plugin_deviceshare.nodedevice import NodeDevice
+from koord_plugin_deviceshare.state import prepare_pod
 
+from koord_framework.api.objects import PodInfo
 from koord_framework.testing import make_node, make_pod
 from koord_framework.testing.scheduler import SchedulerHarness
 
@@ -81,3 +87,38 @@ def test_checker_catches_oversubscription() -> None:
     ]
     problems = check_allocations([device], pods)
     assert any("gpu-core 120 allocated > 100" in p for p in problems)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_quick_fit_agrees_with_the_allocator(seed: int) -> None:
+    """The Filter shortcut for plain pods gives the allocator's verdict, on random partly used nodes."""
+    rng = random.Random(1000 + seed)
+    checked = 0
+    for _ in range(40):
+        gpus, rdma = rng.randint(1, 8), rng.randint(0, 3)
+        device = make_device(
+            "n", gpus, rdma, memory=40 * GiB, unhealthy=tuple(m for m in range(gpus) if rng.random() < 0.1)
+        )
+        nd = NodeDevice()
+        nd.set_device(parse_device(device))
+        for m in range(gpus):
+            if rng.random() < 0.5:
+                share = rng.choice([10, 25, 50, 100])
+                nd.update_used(
+                    {"gpu": [DeviceAllocation(m, {n.GPU_CORE: share, n.GPU_MEMORY_RATIO: share})]},
+                    f"x/{m}",
+                    True,
+                )
+        labels = {n.LABEL_GPU_MODEL: rng.choice(["H100", "A100"])}
+        pod = random_device_pod(rng, 0)
+        requests = PodInfo.from_manifest(pod).requests
+        state = prepare_pod(requests, pod["metadata"].get("annotations") or {})
+        if state.skip:
+            continue
+        quick = quick_fit(state, nd, labels)
+        if quick is None:
+            continue
+        _, status = AutopilotAllocator(state, nd, labels).allocate()
+        assert quick == status.is_success, (requests, status)
+        checked += 1
+    assert checked > 5

@@ -58,6 +58,7 @@ __all__ = [
     "AutopilotAllocator",
     "desired_requests_and_count",
     "fill_gpu_total_memory",
+    "quick_fit",
 ]
 
 ERR_NO_GPU_REQUIREMENTS = "No GPU Requirements"
@@ -291,9 +292,8 @@ class AutopilotAllocator:
         for device_type, request in self._requests.items():
             if is_zero(request):
                 continue
-            device_total = view.total.get(device_type, {})
-            if device_total:
-                total += self.scorer.score_node(request, device_total, view.free.get(device_type, {}))
+            if view.total.get(device_type):
+                total += self.scorer.score_sums(request, *view.summed(device_type))
         return total, Status.success()
 
     # --- step 3 -----------------------------------------------------------------------------------------
@@ -326,6 +326,44 @@ class AutopilotAllocator:
                 if _pcie_ids(view, device_type, result.get(device_type, [])) != pcies:
                     return None, Status.unschedulable(ERR_JOINT_ALLOCATE_VIOLATION)
         return result, Status.success()
+
+
+def quick_fit(state: PodDeviceState, node_device: NodeDevice, node_labels: Mapping[str, str]) -> bool | None:
+    """Whether ``allocate`` (without scorer, NUMA hints, preemptible or required resources) would succeed,
+    answered without allocating, for the common pod: no device hints, no joint allocation, no GPU partition
+    constraint. None when the pod or node is not that simple (run the allocator).
+
+    Why it agrees with ``allocate`` for such a pod: types are then allocated independently; for GPUs the
+    partition path is optional (not honored) and can only succeed when enough unused GPUs exist, the
+    topology path without a required scope succeeds iff the node scope holds ``count`` GPUs whose free
+    covers the per-GPU request (else it fails, or is skipped and the default path asks the same), and the
+    default path takes devices whose free covers the per-instance request.
+    """
+    if state.hints or state.joint_allocate is not None:
+        return None
+    gpu = state.gpu_requirements
+    if gpu is not None and (
+        gpu.honor_gpu_partition
+        or node_device.honor_gpu_partition
+        or node_labels.get(n.LABEL_GPU_PARTITION_POLICY) == n.GPU_PARTITION_POLICY_HONOR
+    ):
+        return None
+    for device_type, request in state.pod_requests.items():
+        if device_type not in n.DEVICE_TYPES or is_zero(request):
+            continue
+        per, count, status = desired_requests_and_count(device_type, request, node_device, None, state)
+        if not status.is_success or per is None:
+            return False
+        total = node_device.total.get(device_type, {})
+        fits = 0
+        for minor, free in node_device.free.get(device_type, {}).items():
+            if total.get(minor) and not is_zero(free) and less_than_or_equal(per, free)[0]:
+                fits += 1
+                if fits >= count:
+                    break
+        if fits < max(count, 1):
+            return False
+    return True
 
 
 def _pcie_ids(view: NodeDevice, device_type: str, allocs: list[DeviceAllocation]) -> set[str]:

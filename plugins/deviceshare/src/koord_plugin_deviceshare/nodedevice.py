@@ -17,6 +17,7 @@ from koord_framework.api.resources import is_zero, subtract_non_negative
 from koord_plugin_deviceshare import names as n
 from koord_plugin_deviceshare.allocation import DeviceAllocation
 from koord_plugin_deviceshare.device import DeviceInfo, GPUPartition, ParsedDevice, hash_minors
+from koord_plugin_deviceshare.scoring import sum_resources
 
 __all__ = [
     "HOPPER_PARTITIONS",
@@ -181,6 +182,7 @@ class NodeDevice:
         "partition_indexer",
         "pcie_devices",
         "secondary_device_well_planned",
+        "sums",
         "total",
         "used",
         "vf_allocations",
@@ -200,6 +202,16 @@ class NodeDevice:
         self.honor_gpu_partition = False
         self.partition_indexer: PartitionIndexer | None = None
         self.gpu_topology_scope: GPUTopologyScope | None = None
+        self.sums: dict[str, tuple[dict[str, int], dict[str, int]]] = {}
+        """type -> (total, free) summed over its devices; dropped whenever free changes (Score reads it)."""
+
+    def summed(self, device_type: str) -> tuple[dict[str, int], dict[str, int]]:
+        cached = self.sums.get(device_type)
+        if cached is None:
+            total = sum_resources(self.total.get(device_type, {}).values())
+            free = sum_resources(self.free.get(device_type, {}).values())
+            cached = self.sums[device_type] = (total, free)
+        return cached
 
     # --- the Device object ------------------------------------------------------------------------------
     def set_device(self, device: ParsedDevice) -> None:
@@ -236,6 +248,7 @@ class NodeDevice:
             self.reset_free(device_type)
 
     def reset_free(self, device_type: str) -> None:
+        self.sums.pop(device_type, None)
         total = self.total.setdefault(device_type, {})
         free = copy_resources(total)
         for minor, used in self.used.get(device_type, {}).items():

@@ -61,7 +61,7 @@ from koord_plugin_deviceshare.allocation import (
     decode_allocations,
     encode_allocations,
 )
-from koord_plugin_deviceshare.allocator import AutopilotAllocator
+from koord_plugin_deviceshare.allocator import AutopilotAllocator, quick_fit
 from koord_plugin_deviceshare.args import DeviceShareArgs
 from koord_plugin_deviceshare.device import DeviceError, ParsedDevice, parse_device
 from koord_plugin_deviceshare.memo import RowMemo
@@ -317,8 +317,12 @@ class DeviceShare(
             nd = self.nodes.get(node.name)
             if nd is None:
                 return Status.success()  # as Koordinator: nodes without a Device are left to NodeResourcesFit
-            allocator = AutopilotAllocator(s, nd, labels, numa_nodes=self._numa_nodes(state, node.name))
-            _, status = allocator.allocate(preemptible=self._preemptible(state, s, node.name))
+            numa_nodes = self._numa_nodes(state, node.name)
+            preemptible = self._preemptible(state, s, node.name)
+            if numa_nodes is None and not preemptible and quick_fit(s, nd, labels):
+                return Status.success()
+            allocator = AutopilotAllocator(s, nd, labels, numa_nodes=numa_nodes)
+            _, status = allocator.allocate(preemptible=preemptible)
             if status.code is Code.UNSCHEDULABLE:
                 detail = self._shortage(s, nd)
                 if detail:

@@ -14,7 +14,7 @@ from typing import Final
 
 from koord_framework.scheduler.status import MAX_NODE_SCORE
 
-__all__ = ["LEAST_ALLOCATED", "MOST_ALLOCATED", "DeviceScorer"]
+__all__ = ["LEAST_ALLOCATED", "MOST_ALLOCATED", "DeviceScorer", "sum_resources"]
 
 LEAST_ALLOCATED: Final = "LeastAllocated"
 MOST_ALLOCATED: Final = "MostAllocated"
@@ -72,12 +72,18 @@ class DeviceScorer:
         totals: Mapping[int, Mapping[str, int]],
         frees: Mapping[int, Mapping[str, int]],
     ) -> int:
-        pairs = []
-        for name in self.weights:
-            t = sum(res.get(name, 0) for res in totals.values())
-            if t == 0:
-                continue
-            f = sum(res.get(name, 0) for res in frees.values())
-            requested = (t - f + request.get(name, 0)) if t >= f else t
-            pairs.append((name, requested, t))
-        return self._combine(pairs)
+        return self.score_sums(request, sum_resources(totals.values()), sum_resources(frees.values()))
+
+    def score_sums(
+        self, request: Mapping[str, int], total: Mapping[str, int], free: Mapping[str, int]
+    ) -> int:
+        """``score_node`` from the per-resource sums over a node's devices of one type."""
+        return self.score_device(request, total, free)
+
+
+def sum_resources(lists: Iterable[Mapping[str, int]]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for res in lists:
+        for name, value in res.items():
+            out[name] = out.get(name, 0) + value
+    return out
