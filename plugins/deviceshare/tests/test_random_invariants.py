@@ -122,3 +122,38 @@ def test_quick_fit_agrees_with_the_allocator(seed: int) -> None:
         assert quick == status.is_success, (requests, status)
         checked += 1
     assert checked > 5
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_vector_forms_agree_while_the_cluster_fills(seed: int) -> None:
+    """filter_all/score_all (GPU columns, memo) equal filter/score after every placement, on nodes with
+    and without Device objects, a refused Device and a partition-honoring node."""
+    rng = random.Random(500 + seed)
+    objects, pending = random_cluster(rng)
+    objects.append(make_node("bare", cpu="64", memory="256Gi", allocatable=gpu_node_allocatable(8, 0)))
+    honor = make_device("honor", 8, 0, memory=80 * GiB)
+    objects.append(
+        make_node(
+            "honor",
+            cpu="64",
+            memory="256Gi",
+            allocatable=gpu_node_allocatable(8, 0),
+            labels={n.LABEL_GPU_MODEL: "H100", n.LABEL_GPU_PARTITION_POLICY: "Honor"},
+        )
+    )
+    objects.append(honor)
+    broken = make_device("broken", 2, 0)
+    broken["spec"]["devices"][1]["minor"] = 0
+    objects += [make_node("broken", cpu="64", memory="256Gi", allocatable=gpu_node_allocatable(2, 0)), broken]
+    h = SchedulerHarness([DeviceShare])
+    h.add(*objects)
+    probes = [
+        make_pod("probe-1", requests={n.NVIDIA_GPU: "1"}),
+        make_pod("probe-4", requests={n.NVIDIA_GPU: "4"}),
+        make_pod("probe-s", requests={n.GPU_CORE: "50", n.GPU_MEMORY_RATIO: "50"}),
+        make_pod("probe-m", requests={n.GPU_CORE: "20", n.GPU_MEMORY: "16Gi"}),
+    ]
+    for pod in pending:
+        h.schedule_one(pod)
+        for probe in probes:
+            h.check_vector_forms(probe, "DeviceShare")

@@ -63,6 +63,7 @@ from koord_plugin_deviceshare.allocation import (
 )
 from koord_plugin_deviceshare.allocator import AutopilotAllocator, quick_fit
 from koord_plugin_deviceshare.args import DeviceShareArgs
+from koord_plugin_deviceshare.columns import GPU_COLUMNS, GPUColumns
 from koord_plugin_deviceshare.device import DeviceError, ParsedDevice, parse_device
 from koord_plugin_deviceshare.memo import RowMemo
 from koord_plugin_deviceshare.nodedevice import (
@@ -137,6 +138,7 @@ class DeviceShare(
         self._pod_allocations: dict[str, tuple[str, DeviceAllocations]] = {}
         """pod key -> (node, allocations) the informer last saw, so updates and deletes undo exactly that."""
         self._memo = RowMemo()
+        self._columns = GPUColumns(tuple(self.scorer.weights))
         handle.informer.add_handler("Device", self._on_device, self._on_device_update, self._on_device_delete)
         handle.informer.add_handler("Pod", self._on_pod, self._on_pod_update, self._on_pod_delete)
         # Node labels (GPU model, partition policy, isolation provider) enter Filter and Score.
@@ -154,6 +156,29 @@ class DeviceShare(
     def _bump(self, name: str) -> None:
         """``name`` changed: its memoised Filter/Score verdicts are stale (call with the lock held)."""
         self._memo.bump(self.handle.table, name)
+        self._columns.dirty.add(name)
+
+    def _exact_row(self, name: str, nd: NodeDevice | None) -> bool:
+        """Nodes the GPU columns cannot judge: a refused Device object, or GPU partitions honored."""
+        if name in self.device_errors or (nd is not None and nd.honor_gpu_partition):
+            return True
+        ni = self.handle.node_info(name)
+        return (
+            ni is not None
+            and ni.node.labels.get(n.LABEL_GPU_PARTITION_POLICY) == n.GPU_PARTITION_POLICY_HONOR
+        )
+
+    def _plain_gpu(self, state: CycleState, s: PodDeviceState, pod: PodInfo) -> bool:
+        """A pod the GPU columns judge: only GPUs, by core/ratio/memory, no hints, joint or partition spec,
+        no preemption what-if, no node-label check (isolation provider, share-unsupported models)."""
+        gpu = s.gpu_requirements
+        if gpu is None or set(s.pod_requests) != {n.GPU} or s.hints or s.joint_allocate is not None:
+            return False
+        if gpu.honor_gpu_partition or not set(gpu.requests_per_gpu) <= set(GPU_COLUMNS):
+            return False
+        if gpu.gpu_shared and (self.unsupported_models or pod.labels.get(n.LABEL_GPU_ISOLATION_PROVIDER)):
+            return False
+        return self._memoisable(state, s)
 
     def _on_node(self, obj: Mapping[str, Any]) -> None:
         with self._lock:
@@ -346,6 +371,15 @@ class DeviceShare(
         with self._lock:
             if not self._memoisable(state, s):
                 return np.fromiter((one(r) for r in rows.tolist()), dtype=np.bool_, count=int(rows.size))
+            if self._plain_gpu(state, s, pod):
+                assert s.gpu_requirements is not None
+                self._columns.flush(table, self.nodes.get, self._exact_row)
+                req = s.gpu_requirements
+                verdict = self._columns.fits(rows, req.requests_per_gpu, req.number_of_gpus)
+                exact = self._columns.exact[rows]
+                if exact.any():
+                    verdict[exact] = self._memo.values(table, rows[exact], ("Filter", *s.shape), one) != 0
+                return verdict
             return self._memo.values(table, rows, ("Filter", *s.shape), one).astype(np.bool_)
 
     def score_all(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: Int64Array) -> Int64Array:
@@ -360,6 +394,14 @@ class DeviceShare(
         with self._lock:
             if not self._memoisable(state, s):
                 return np.fromiter((one(r) for r in rows.tolist()), dtype=np.int64, count=int(rows.size))
+            if self._plain_gpu(state, s, pod):
+                assert s.gpu_requirements is not None
+                self._columns.flush(table, self.nodes.get, self._exact_row)
+                scores = self._columns.scores(rows, s.gpu_requirements.requests_per_gpu, self.scorer)
+                exact = self._columns.exact[rows]
+                if exact.any():
+                    scores[exact] = self._memo.values(table, rows[exact], ("Score", *s.shape), one)
+                return scores
             return self._memo.values(table, rows, ("Score", *s.shape), one)
 
     def _shortage(self, s: PodDeviceState, nd: NodeDevice) -> str:
