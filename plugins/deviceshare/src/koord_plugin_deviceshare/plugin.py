@@ -82,6 +82,7 @@ NAME: Final = "DeviceShare"
 STATE_KEY: Final = NAME
 _TERMINAL_PHASES: Final = frozenset({"Succeeded", "Failed"})
 _MAX_DETAIL_DEVICES: Final = 4
+_MAX_STATUSES: Final = 200_000
 _DEVICE_NAMES: Final = frozenset(name for names in n.DEVICE_RESOURCE_NAMES.values() for name in names)
 _SHAPE_ANNOTATIONS: Final = (
     n.ANNOTATION_DEVICE_ALLOCATE_HINT,
@@ -139,6 +140,11 @@ class DeviceShare(
         """pod key -> (node, allocations) the informer last saw, so updates and deletes undo exactly that."""
         self._memo = RowMemo()
         self._columns = GPUColumns(tuple(self.scorer.weights))
+        self._node_gen: dict[str, int] = {}
+        self._gen_counter = 0
+        self._statuses: dict[tuple[object, ...], tuple[int, Status]] = {}
+        """(pod shape, node) -> (node generation, Filter status): reasons of unschedulable pods of one
+        shape are worked out once per node change, not once per pod."""
         handle.informer.add_handler("Device", self._on_device, self._on_device_update, self._on_device_delete)
         handle.informer.add_handler("Pod", self._on_pod, self._on_pod_update, self._on_pod_delete)
         # Node labels (GPU model, partition policy, isolation provider) enter Filter and Score.
@@ -157,6 +163,8 @@ class DeviceShare(
         """``name`` changed: its memoised Filter/Score verdicts are stale (call with the lock held)."""
         self._memo.bump(self.handle.table, name)
         self._columns.dirty.add(name)
+        self._gen_counter += 1
+        self._node_gen[name] = self._gen_counter
 
     def _exact_row(self, name: str, nd: NodeDevice | None) -> bool:
         """Nodes the GPU columns cannot judge: a refused Device object, or GPU partitions honored."""
@@ -326,6 +334,21 @@ class DeviceShare(
         s = self._state(state)
         if s is None or s.skip:
             return Status.success()
+        if not self._memoisable(state, s):
+            return self._filter(state, s, pod, node)
+        with self._lock:
+            key = (*s.shape, node.name)
+            gen = self._node_gen.get(node.name, 0)
+            cached = self._statuses.get(key)
+            if cached is not None and cached[0] == gen:
+                return cached[1]
+            status = self._filter(state, s, pod, node)
+            if len(self._statuses) > _MAX_STATUSES:
+                self._statuses.clear()
+            self._statuses[key] = (gen, status)
+            return status
+
+    def _filter(self, state: CycleState, s: PodDeviceState, pod: PodInfo, node: NodeInfo) -> Status:
         labels = node.node.labels
         gpu = s.gpu_requirements
         if gpu is not None and gpu.gpu_shared:
