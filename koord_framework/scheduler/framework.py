@@ -63,6 +63,7 @@ from koord_framework.scheduler.interface import (
     ScoreExtensions,
     ScorePlugin,
     VectorFilter,
+    VectorNormalize,
     VectorScore,
 )
 from koord_framework.scheduler.metrics import SchedulerMetrics
@@ -85,21 +86,6 @@ queue after this cycle (kube-scheduler's ``PodsToActivate``; Coscheduling uses i
 _EMPTY_ROWS: Int64Array = np.zeros(0, dtype=np.int64)
 _CHUNK_SLACK = 64
 """Rows beyond 1.5 × numFeasibleNodesToFind in the first vectorised Filter pass (see ``find_feasible``)."""
-
-
-# --- optional vectorised NormalizeScore ---------------------------------------------------------------
-class VectorNormalize(abc.ABC):
-    """The vectorised form of ``ScoreExtensions.normalize_score``, for a plugin's score extensions object.
-
-    ``normalize_all`` gets the raw scores of ``rows`` and returns the normalized ones (a new array or the
-    same one rewritten). Without it the framework builds a ``list[NodeScore]`` per pod, which on hundreds
-    of feasible nodes costs more than the normalisation itself.
-    """
-
-    @abc.abstractmethod
-    def normalize_all(
-        self, state: CycleState, pod: PodInfo, rows: Int64Array, scores: Int64Array
-    ) -> Int64Array: ...
 
 
 # --- optional vectorised Filter statuses ---------------------------------------------------------------

@@ -49,6 +49,7 @@ from koord_framework.scheduler.interface import (
     ScoreExtensions,
     ScorePlugin,
     VectorFilter,
+    VectorNormalize,
     VectorScore,
 )
 from koord_framework.scheduler.nodeinfo import NodeInfo
@@ -111,6 +112,7 @@ class DeviceShare(
     ScorePlugin,
     VectorScore,
     ScoreExtensions,
+    VectorNormalize,
     ReservePlugin,
     PreBindPlugin,
     EnqueueExtensions,
@@ -468,6 +470,16 @@ class DeviceShare(
 
     def score_extensions(self) -> ScoreExtensions | None:
         return self
+
+    def normalize_all(
+        self, state: CycleState, pod: PodInfo, rows: Int64Array, scores: Int64Array
+    ) -> Int64Array:
+        """``normalize_score`` over an array (DefaultNormalizeScore(100, reverse=false))."""
+        top = int(scores.max()) if np.count_nonzero(scores) else 0
+        if top <= 0:
+            return scores
+        out: Int64Array = scores * MAX_NODE_SCORE // top
+        return out
 
     def normalize_score(self, state: CycleState, pod: PodInfo, scores: list[NodeScore]) -> Status:
         highest = max((ns.score for ns in scores), default=0)
