@@ -256,12 +256,15 @@ class NodeDevice:
         self.free[device_type] = free
 
     # --- usage ------------------------------------------------------------------------------------------
-    def update_used(self, allocations: Mapping[str, list[DeviceAllocation]], pod_key: str, add: bool) -> None:
-        """Add or remove one pod's allocations; a pod is counted at most once per device type."""
+    def update_used(self, allocations: Mapping[str, list[DeviceAllocation]], pod_key: str, add: bool) -> bool:
+        """Add or remove one pod's allocations; a pod is counted at most once per device type. Returns
+        whether anything changed."""
+        changed = False
         for device_type, allocs in allocations.items():
             held = self.allocate_set.setdefault(device_type, {})
             if (pod_key in held) == add:
                 continue  # already added / never added
+            changed = True
             used = self.used.setdefault(device_type, {})
             for a in allocs:
                 if add:
@@ -280,6 +283,7 @@ class NodeDevice:
                 held[pod_key] = {a.minor: dict(a.resources) for a in allocs}
             else:
                 held.pop(pod_key, None)
+        return changed
 
     def _update_vfs(self, device_type: str, allocs: Iterable[DeviceAllocation], add: bool) -> None:
         taken = self.vf_allocations.setdefault(device_type, {})

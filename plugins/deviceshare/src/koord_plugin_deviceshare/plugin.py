@@ -249,13 +249,15 @@ class DeviceShare(
                 return  # keep what we had, as Koordinator does with an unreadable annotation
         with self._lock:
             previous = self._pod_allocations.pop(key, None)
-            if previous is not None:
-                self._node_device(previous[0]).update_used(previous[1], key, add=False)
+            if previous is not None and self._node_device(previous[0]).update_used(
+                previous[1], key, add=False
+            ):
                 self._bump(previous[0])
             if allocations:
-                self._node_device(node).update_used(allocations, key, add=True)
+                # Already counted when this scheduler reserved it: then nothing changes here.
+                if self._node_device(node).update_used(allocations, key, add=True):
+                    self._bump(node)
                 self._pod_allocations[key] = (node, allocations)
-                self._bump(node)
 
     def _on_pod_update(self, _old: Mapping[str, Any], obj: Mapping[str, Any]) -> None:
         self._on_pod(obj)
@@ -264,8 +266,9 @@ class DeviceShare(
         key = _pod_key(obj)
         with self._lock:
             previous = self._pod_allocations.pop(key, None)
-            if previous is not None:
-                self._node_device(previous[0]).update_used(previous[1], key, add=False)
+            if previous is not None and self._node_device(previous[0]).update_used(
+                previous[1], key, add=False
+            ):
                 self._bump(previous[0])
 
     # --- hooks for the NUMA topology manager and reservations (see the module docstring) ---------------
