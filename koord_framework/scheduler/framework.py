@@ -25,7 +25,6 @@ object that subclasses ``VectorNormalize`` normalises arrays likewise.
 
 from __future__ import annotations
 
-import abc
 import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
@@ -63,6 +62,7 @@ from koord_framework.scheduler.interface import (
     ScoreExtensions,
     ScorePlugin,
     VectorFilter,
+    VectorFilterStatuses,
     VectorNormalize,
     VectorScore,
 )
@@ -86,24 +86,6 @@ queue after this cycle (kube-scheduler's ``PodsToActivate``; Coscheduling uses i
 _EMPTY_ROWS: Int64Array = np.zeros(0, dtype=np.int64)
 _CHUNK_SLACK = 64
 """Rows beyond 1.5 × numFeasibleNodesToFind in the first vectorised Filter pass (see ``find_feasible``)."""
-
-
-# --- optional vectorised Filter statuses ---------------------------------------------------------------
-class VectorFilterStatuses(abc.ABC):
-    """For a ``VectorFilter`` plugin: the statuses ``filter`` would return for rows ``filter_all`` rejected.
-
-    When no node fits, every rejected node needs its status (for the "0/N nodes are available" message and
-    for preemption, which skips UnschedulableAndUnresolvable nodes). Without this, the framework calls
-    ``filter`` once per rejected node — on thousands of nodes that costs far more than the failed search
-    itself. The statuses must equal what ``filter`` returns node by node (share Status objects between rows:
-    they are immutable); the framework names the plugin in them.
-    """
-
-    @abc.abstractmethod
-    def filter_statuses(
-        self, state: CycleState, pod: PodInfo, table: NodeTable, rows: Int64Array
-    ) -> Sequence[Status]:
-        """One status per row of ``rows``; return a ``CodedStatuses`` to skip building a per-row list."""
 
 
 class CodedStatuses(Sequence[Status]):

@@ -248,6 +248,23 @@ class VectorFilter(abc.ABC):
     ) -> BoolArray: ...
 
 
+class VectorFilterStatuses(abc.ABC):
+    """For a ``VectorFilter`` plugin: the statuses ``filter`` would return for rows ``filter_all`` rejected.
+
+    When no node fits, every rejected node needs its status (for the "0/N nodes are available" message and
+    for preemption, which skips UnschedulableAndUnresolvable nodes). Without this, the framework calls
+    ``filter`` once per rejected node — on thousands of nodes that costs far more than the failed search
+    itself. The statuses must equal what ``filter`` returns node by node (share Status objects between rows:
+    they are immutable); the framework names the plugin in them.
+    """
+
+    @abc.abstractmethod
+    def filter_statuses(
+        self, state: CycleState, pod: PodInfo, table: NodeTable, rows: Int64Array
+    ) -> Sequence[Status]:
+        """One status per row of ``rows``; return a ``CodedStatuses`` to skip building a per-row list."""
+
+
 class PostFilterPlugin(ExtensionPoint):
     """Called when no node passed Filter (preemption lives here). Stops at the first Success."""
 
@@ -426,6 +443,7 @@ __all__ = [
     "ScorePlugin",
     "Status",
     "VectorFilter",
+    "VectorFilterStatuses",
     "VectorNormalize",
     "VectorScore",
     "WaitingPod",

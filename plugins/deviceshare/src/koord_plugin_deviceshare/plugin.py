@@ -49,6 +49,7 @@ from koord_framework.scheduler.interface import (
     ScoreExtensions,
     ScorePlugin,
     VectorFilter,
+    VectorFilterStatuses,
     VectorNormalize,
     VectorScore,
 )
@@ -108,6 +109,7 @@ class DeviceShare(
     PreFilterExtensions,
     FilterPlugin,
     VectorFilter,
+    VectorFilterStatuses,
     PreScorePlugin,
     ScorePlugin,
     VectorScore,
@@ -409,6 +411,17 @@ class DeviceShare(
                     verdict[exact] = self._memo.values(table, rows[exact], ("Filter", *s.shape), one) != 0
                 return verdict
             return self._memo.values(table, rows, ("Filter", *s.shape), one).astype(np.bool_)
+
+    def filter_statuses(
+        self, state: CycleState, pod: PodInfo, table: NodeTable, rows: Int64Array
+    ) -> Sequence[Status]:
+        """What ``filter`` says for each of ``rows`` (memoised per shape and node, so a pod that fits
+        nowhere costs a lookup per node, not an allocation)."""
+        out: list[Status] = []
+        for row in rows.tolist():
+            ni = self.handle.node_info(table.names[row])
+            out.append(Status.success() if ni is None else self.filter(state, pod, ni))
+        return out
 
     def score_all(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: Int64Array) -> Int64Array:
         s = self._state(state)
