@@ -42,6 +42,7 @@ class GPUColumns:
         self.total_sum = np.zeros((len(self.scored), 0), dtype=np.int64)
         self.free_sum = np.zeros((len(self.scored), 0), dtype=np.int64)
         self.dirty: set[str] = set()
+        self._scored_present = [False] * len(self.scored)
 
     def _ensure(self, rows: int, minors: int) -> None:
         if rows <= self._rows and minors <= self._minors:
@@ -104,6 +105,8 @@ class GPUColumns:
         for i, name in enumerate(self.scored):
             self.total_sum[i, row] = sum_total.get(name, 0)
             self.free_sum[i, row] = sum_free.get(name, 0)
+            if sum_total.get(name, 0):
+                self._scored_present[i] = True
 
     def fits(self, rows: Int64Array, per_gpu: Mapping[str, int], count: int) -> BoolArray:
         """Plain-GPU-pod Filter verdicts of ``rows`` (rows without device state pass, as per node)."""
@@ -120,6 +123,8 @@ class GPUColumns:
         node_score = np.zeros(rows.size, dtype=np.int64)
         weight_sum = np.zeros(rows.size, dtype=np.int64)
         for i, name in enumerate(self.scored):
+            if not self._scored_present[i]:
+                continue  # no node has this resource on its GPUs (rdma, fpga): it never scores
             weight = scorer.weights[name]
             t = self.total_sum[i][rows]
             f = self.free_sum[i][rows]

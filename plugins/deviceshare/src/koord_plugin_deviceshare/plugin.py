@@ -417,9 +417,22 @@ class DeviceShare(
     ) -> Sequence[Status]:
         """What ``filter`` says for each of ``rows`` (memoised per shape and node, so a pod that fits
         nowhere costs a lookup per node, not an allocation)."""
+        s = self._state(state)
+        names = table.names
         out: list[Status] = []
+        if s is None or s.skip or not self._memoisable(state, s):
+            for row in rows.tolist():
+                ni = self.handle.node_info(names[row])
+                out.append(Status.success() if ni is None else self.filter(state, pod, ni))
+            return out
+        statuses, gens, shape = self._statuses, self._node_gen, s.shape
         for row in rows.tolist():
-            ni = self.handle.node_info(table.names[row])
+            name = names[row]
+            cached = statuses.get((*shape, name))
+            if cached is not None and cached[0] == gens.get(name, 0):
+                out.append(cached[1])
+                continue
+            ni = self.handle.node_info(name)
             out.append(Status.success() if ni is None else self.filter(state, pod, ni))
         return out
 
