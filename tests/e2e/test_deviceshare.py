@@ -113,12 +113,23 @@ def test_device_daemon_then_deviceshare_scheduling(
             ("half", {"koordinator.sh/gpu-core": "50", "koordinator.sh/gpu-memory-ratio": "50"}),
         ):
             kube.create(
-                make_pod(name, namespace, cpu="100m", requests=requests, scheduler_name="koord-scheduler")
+                make_pod(
+                    name,
+                    namespace,
+                    cpu="100m",
+                    requests=requests,
+                    limits=requests,  # extended resources need limits = requests
+                    scheduler_name="koord-scheduler",
+                )
             )
 
         def annotated() -> bool:
             pods, _ = kube.list("Pod", namespace)
-            return all(ALLOCATED in (p["metadata"].get("annotations") or {}) for p in pods) and len(pods) == 2
+            # PreBind writes the annotation, then Bind sets the node: wait for both.
+            return len(pods) == 2 and all(
+                ALLOCATED in (p["metadata"].get("annotations") or {}) and p["spec"].get("nodeName")
+                for p in pods
+            )
 
         wait_for(annotated, 60, "both pods bound with device-allocated")
         pods = {p["metadata"]["name"]: p for p in kube.list("Pod", namespace)[0]}
