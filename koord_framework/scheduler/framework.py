@@ -62,9 +62,13 @@ from koord_framework.scheduler.interface import (
     ScoreExtensions,
     ScorePlugin,
     VectorFilter,
-    VectorFilterStatuses,
-    VectorNormalize,
     VectorScore,
+)
+from koord_framework.scheduler.interface import (
+    VectorFilterStatuses as VectorFilterStatuses,  # re-exported: moved to the public interface
+)
+from koord_framework.scheduler.interface import (
+    VectorNormalize as VectorNormalize,  # re-exported: moved to the public interface
 )
 from koord_framework.scheduler.metrics import SchedulerMetrics
 from koord_framework.scheduler.nodeinfo import NodeInfo
