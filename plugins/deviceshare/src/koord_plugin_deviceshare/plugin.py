@@ -85,6 +85,7 @@ STATE_KEY: Final = NAME
 _TERMINAL_PHASES: Final = frozenset({"Succeeded", "Failed"})
 _MAX_DETAIL_DEVICES: Final = 4
 _MAX_STATUSES: Final = 200_000
+_MAX_SHAPES: Final = 1024
 _DEVICE_NAMES: Final = frozenset(name for names in n.DEVICE_RESOURCE_NAMES.values() for name in names)
 _SHAPE_ANNOTATIONS: Final = (
     n.ANNOTATION_DEVICE_ALLOCATE_HINT,
@@ -146,6 +147,7 @@ class DeviceShare(
         self._columns = GPUColumns(tuple(self.scorer.weights))
         self._node_gen: dict[str, int] = {}
         self._gen_counter = 0
+        self._prepared: dict[tuple[object, ...], PodDeviceState | PodDeviceError] = {}
         self._statuses: dict[tuple[object, ...], tuple[int, Status]] = {}
         """(pod shape, node) -> (node generation, Filter status): reasons of unschedulable pods of one
         shape are worked out once per node change, not once per pod."""
@@ -291,17 +293,26 @@ class DeviceShare(
     def pre_filter(
         self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]
     ) -> tuple[PreFilterResult | None, Status]:
-        try:
-            s = prepare_pod(pod.requests, pod.annotations, self.template_matched_resources)
-        except PodDeviceError as err:
-            reasons = (err.reason, f"pod {pod.key}: {err.detail}") if err.detail else (err.reason,)
+        shape = (
+            tuple(sorted((k, v) for k, v in pod.requests.items() if k in _DEVICE_NAMES)),
+            tuple(pod.annotations.get(a) for a in _SHAPE_ANNOTATIONS),
+            pod.labels.get(n.LABEL_GPU_ISOLATION_PROVIDER, ""),
+        )
+        # Pods of one shape read the same: parse once, hand each cycle a fresh state.
+        proto = self._prepared.get(shape)
+        if proto is None:
+            try:
+                proto = prepare_pod(pod.requests, pod.annotations, self.template_matched_resources)
+                proto.shape = shape
+            except PodDeviceError as err:
+                proto = err
+            if len(self._prepared) >= _MAX_SHAPES:
+                self._prepared.clear()
+            self._prepared[shape] = proto
+        if isinstance(proto, PodDeviceError):
+            reasons = (proto.reason, f"pod {pod.key}: {proto.detail}") if proto.detail else (proto.reason,)
             return None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, reasons)
-        if not s.skip:
-            s.shape = (
-                tuple(sorted((k, v) for k, v in pod.requests.items() if k in _DEVICE_NAMES)),
-                tuple(pod.annotations.get(a) for a in _SHAPE_ANNOTATIONS),
-                pod.labels.get(n.LABEL_GPU_ISOLATION_PROVIDER, ""),
-            )
+        s = proto.fresh()
         state.write(STATE_KEY, s)
         if s.skip:
             return None, Status.skip()

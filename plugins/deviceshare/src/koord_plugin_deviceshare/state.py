@@ -71,6 +71,23 @@ class PodDeviceState:
     shape: tuple[object, ...] = ()
     """What Filter/Score verdicts depend on besides the node: pods of one shape share memoised verdicts."""
 
+    def fresh(self) -> PodDeviceState:
+        """A new cycle's state for a pod of this shape: the parsed request shared (read-only after
+        PreFilter), no allocation and no preemption what-ifs yet."""
+        return PodDeviceState(
+            self.skip,
+            self.pod_requests,
+            self.hints,
+            self.has_selectors,
+            self.joint_allocate,
+            self.primary_device_type,
+            self.pod_fits_secondary_device_well_planned,
+            self.gpu_requirements,
+            None,
+            {},
+            self.shape,
+        )
+
     def clone(self) -> PodDeviceState:
         copied = {
             node: {t: copy_resources(r) for t, r in per.items()} for node, per in self.preemptible.items()
