@@ -18,7 +18,7 @@ import pytest
 from koord_plugin_deviceshare import DeviceShare
 from koord_plugin_deviceshare import names as n
 from koord_plugin_deviceshare.allocation import DeviceAllocation
-from koord_plugin_deviceshare.allocator import AutopilotAllocator, quick_fit
+from koord_plugin_deviceshare.allocator import AutopilotAllocator, quick_fit, quick_status
 from koord_plugin_deviceshare.builders import GiB, gpu_node_allocatable, make_device, random_device_pod
 from koord_plugin_deviceshare.checker import check_allocations
 from koord_plugin_deviceshare.device import parse_device
@@ -94,7 +94,7 @@ def test_quick_fit_agrees_with_the_allocator(seed: int) -> None:
     """The Filter shortcut for plain pods gives the allocator's verdict, on random partly used nodes."""
     rng = random.Random(1000 + seed)
     checked = 0
-    for _ in range(40):
+    for _ in range(80):
         gpus, rdma = rng.randint(1, 8), rng.randint(0, 3)
         device = make_device(
             "n", gpus, rdma, memory=40 * GiB, unhealthy=tuple(m for m in range(gpus) if rng.random() < 0.1)
@@ -120,6 +120,9 @@ def test_quick_fit_agrees_with_the_allocator(seed: int) -> None:
             continue
         _, status = AutopilotAllocator(state, nd, labels).allocate()
         assert quick == status.is_success, (requests, status)
+        exact = quick_status(state, nd, labels)
+        if exact is not None:  # the reason too, for GPU-only pods
+            assert (exact.code, exact.reasons) == (status.code, status.reasons), requests
         checked += 1
     assert checked > 5
 

@@ -59,6 +59,7 @@ __all__ = [
     "desired_requests_and_count",
     "fill_gpu_total_memory",
     "quick_fit",
+    "quick_status",
 ]
 
 ERR_NO_GPU_REQUIREMENTS = "No GPU Requirements"
@@ -366,6 +367,32 @@ def quick_fit(state: PodDeviceState, node_device: NodeDevice, node_labels: Mappi
     return True
 
 
+def quick_status(
+    state: PodDeviceState, node_device: NodeDevice, node_labels: Mapping[str, str]
+) -> Status | None:
+    """``allocate``'s status for a GPU-only pod ``quick_fit`` decides, without allocating; None when the
+    pod is not that simple.
+
+    Such a pod fails on a node in one of three ways: no GPU at all (the handler's UnschedulableAndUnresolvable
+    "Insufficient gpu devices"); the node-scope search of the topology path finds fewer than ``count``
+    GPUs with enough free ("Insufficient GPU Devices"); or, without a topology tree or for a pod sharing
+    several GPUs (both skip that path), the default path does ("Insufficient gpu devices").
+    """
+    if set(state.pod_requests) != {n.GPU} or state.gpu_requirements is None:
+        return None
+    fits = quick_fit(state, node_device, node_labels)
+    if fits is None:
+        return None
+    if fits:
+        return Status.success()
+    if not node_device.total.get(n.GPU):
+        return insufficient(n.GPU, Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
+    gpu = state.gpu_requirements
+    if node_device.gpu_topology_scope is None or (gpu.gpu_shared and gpu.number_of_gpus > 1):
+        return insufficient(n.GPU)
+    return Status.unschedulable(ERR_INSUFFICIENT_GPU_DEVICES)
+
+
 def _pcie_ids(view: NodeDevice, device_type: str, allocs: list[DeviceAllocation]) -> set[str]:
     by_minor = {d.minor: d for d in view.device_infos.get(device_type, [])}
     out = set()
@@ -490,7 +517,7 @@ def _allocate_gpu(ctx: _RequestContext, view: NodeDevice, desired: int, max_desi
     if indexer is None:
         indexer, node_honor = designated_partition_indexer(ctx.node_labels)
     honor = req.honor_gpu_partition or node_honor
-    total_view = {m: r for m, r in view.total.get(n.GPU, {}).items() if not is_zero(r)}
+    total_view = {m: r for m, r in view.total.get(n.GPU, {}).items() if any(r.values())}
     # "Used" for partitions and scopes: anything in use, and anything the view left out.
     real_used = {m for m in ctx.original.used.get(n.GPU, {}) if m not in view.total.get(n.GPU, {})}
     real_used |= set(view.used.get(n.GPU, {}))

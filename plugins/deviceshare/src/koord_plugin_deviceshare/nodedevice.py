@@ -174,6 +174,7 @@ class NodeDevice:
     """Device totals, usage and VF allocations of one node."""
 
     __slots__ = (
+        "_total_sums",
         "allocate_set",
         "device_infos",
         "free",
@@ -203,12 +204,17 @@ class NodeDevice:
         self.partition_indexer: PartitionIndexer | None = None
         self.gpu_topology_scope: GPUTopologyScope | None = None
         self.sums: dict[str, tuple[dict[str, int], dict[str, int]]] = {}
+        self._total_sums: dict[str, dict[str, int]] = {}
         """type -> (total, free) summed over its devices; dropped whenever free changes (Score reads it)."""
 
     def summed(self, device_type: str) -> tuple[dict[str, int], dict[str, int]]:
         cached = self.sums.get(device_type)
         if cached is None:
-            total = sum_resources(self.total.get(device_type, {}).values())
+            total = self._total_sums.get(device_type)
+            if total is None:
+                total = self._total_sums[device_type] = sum_resources(
+                    self.total.get(device_type, {}).values()
+                )
             free = sum_resources(self.free.get(device_type, {}).values())
             cached = self.sums[device_type] = (total, free)
         return cached
@@ -241,6 +247,7 @@ class NodeDevice:
         self.gpu_topology_scope = None
 
     def reset_total(self, totals: dict[str, DeviceResources]) -> None:
+        self._total_sums = {}
         for device_type in self.total:
             totals.setdefault(device_type, {})
         self.total = totals

@@ -63,7 +63,7 @@ from koord_plugin_deviceshare.allocation import (
     decode_allocations,
     encode_allocations,
 )
-from koord_plugin_deviceshare.allocator import AutopilotAllocator, quick_fit
+from koord_plugin_deviceshare.allocator import AutopilotAllocator, quick_fit, quick_status
 from koord_plugin_deviceshare.args import DeviceShareArgs
 from koord_plugin_deviceshare.columns import GPU_COLUMNS, GPUColumns
 from koord_plugin_deviceshare.device import DeviceError, ParsedDevice, parse_device
@@ -385,10 +385,16 @@ class DeviceShare(
                 return Status.success()  # as Koordinator: nodes without a Device are left to NodeResourcesFit
             numa_nodes = self._numa_nodes(state, node.name)
             preemptible = self._preemptible(state, s, node.name)
-            if numa_nodes is None and not preemptible and quick_fit(s, nd, labels):
-                return Status.success()
-            allocator = AutopilotAllocator(s, nd, labels, numa_nodes=numa_nodes)
-            _, status = allocator.allocate(preemptible=preemptible)
+            status: Status | None = None
+            if numa_nodes is None and not preemptible:
+                status = quick_status(s, nd, labels)
+                if status is None and quick_fit(s, nd, labels):
+                    status = Status.success()
+            if status is None:
+                allocator = AutopilotAllocator(s, nd, labels, numa_nodes=numa_nodes)
+                _, status = allocator.allocate(preemptible=preemptible)
+            if status.is_success:
+                return status
             if status.code is Code.UNSCHEDULABLE:
                 detail = self._shortage(s, nd)
                 if detail:
