@@ -16,8 +16,11 @@ Two hooks are left for the framework extensions other helpers are building:
   exists it returns the NUMA nodes of the topology manager's affinity for the node (and a hint provider
   method can wrap ``AutopilotAllocator`` with ``numa_nodes`` per candidate mask).
 * Reservations: ``_reservation_preemptible`` returns nothing today; the reservation-restore hook adds the
-  matched reservations' allocatable devices there (Koordinator's ``mergedMatchedAllocatable``), and
-  ``pre_bind_object`` already writes the annotation onto any object's annotations for PreBindReservation.
+  matched reservations' allocatable devices there (Koordinator's ``mergedMatchedAllocatable``); a
+  PreBindReservation hook writes ``encode_allocations(state.allocation_result)`` onto the Reservation as
+  ``pre_bind`` does onto the pod.
+Both make a verdict specific to the cycle: ``_memoisable`` must then answer False for such pods, so that
+the per-shape memo and the GPU columns are bypassed.
 """
 
 from __future__ import annotations
