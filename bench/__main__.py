@@ -30,7 +30,7 @@ ORDER = ("basic", "spread", "antiaffinity", "colocation-1k", "colocation-20k", "
 
 
 def all_workloads() -> dict[str, Workload]:
-    from bench import colocation, numa, reservation, rss, scheduler_perf
+    from bench import colocation, deviceshare, numa, reservation, rss, scheduler_perf
 
     return {
         **scheduler_perf.WORKLOADS,
@@ -38,6 +38,7 @@ def all_workloads() -> dict[str, Workload]:
         **rss.WORKLOADS,
         **reservation.WORKLOADS,
         **numa.WORKLOADS,
+        **deviceshare.WORKLOADS,
     }
 
 

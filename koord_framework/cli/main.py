@@ -31,6 +31,7 @@ COMMAND_MODULES: list[str] = [
     "koord_framework.cli.deschedule",
     "koord_framework.cli.koordlet",
     "koord_framework.cli.serve",
+    "koord_framework.cli.devicedaemon",
 ]
 """Modules that register a subcommand, in the order ``koord --help`` lists them."""
 PLUGIN_COMMANDS_GROUP = "koord.cli.commands"

@@ -81,14 +81,16 @@ class NodeTable:
     def set_allocatable(self, row: int, allocatable: Mapping[str, int]) -> None:
         self.allocatable[row, :] = 0
         for res, value in allocatable.items():
-            self.allocatable[row, self.resource_col(res)] = value
+            col = self.resource_col(res)  # first: a new column may grow (replace) the arrays
+            self.allocatable[row, col] = value
 
     def add_requests(
         self, row: int, requests: Mapping[str, int], non_zero: tuple[int, int], sign: int
     ) -> None:
         """Add (sign=1) or subtract (sign=-1) one pod's requests on a row."""
         for res, value in requests.items():
-            self.requested[row, self.resource_col(res)] += sign * value
+            col = self.resource_col(res)  # first: a new column may grow (replace) the arrays
+            self.requested[row, col] += sign * value
         self.non_zero_cpu[row] += sign * non_zero[0]
         self.non_zero_memory[row] += sign * non_zero[1]
         self.pod_count[row] += sign

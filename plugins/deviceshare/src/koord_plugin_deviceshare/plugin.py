@@ -1,0 +1,613 @@
+"""``DeviceShare``: GPUs (whole or shared), RDMA NICs (with VFs) and FPGAs (Koordinator ``deviceshare``).
+
+PreFilter reads the pod's device request and hints (``state.prepare_pod``); Filter runs the allocator on the
+node without a scorer (any fit passes); Score rates the node (LeastAllocated/MostAllocated, summed over device
+types, then normalised); Reserve allocates for real with the scorer and records it in the node's cache;
+Unreserve gives it back; PreBind fills device ids from the Device object and writes
+``scheduling.koordinator.sh/device-allocated``. AddPod/RemovePod let preemption what-ifs count a victim's
+devices as free.
+
+The node caches are fed by the shared informer: ``Device`` objects set totals and topology; pods with a
+``device-allocated`` annotation on a node set usage. Pods this scheduler reserved are counted once (by
+namespace/name) whether their annotation has arrived yet or not.
+
+Two hooks are left for the framework extensions other helpers are building:
+* NUMA alignment: ``_numa_nodes`` returns None today; once ``koord_framework.scheduler.topologymanager``
+  exists it returns the NUMA nodes of the topology manager's affinity for the node (and a hint provider
+  method can wrap ``AutopilotAllocator`` with ``numa_nodes`` per candidate mask).
+* Reservations: ``_reservation_preemptible`` returns nothing today; the reservation-restore hook adds the
+  matched reservations' allocatable devices there (Koordinator's ``mergedMatchedAllocatable``); a
+  PreBindReservation hook writes ``encode_allocations(state.allocation_result)`` onto the Reservation as
+  ``pre_bind`` does onto the pod.
+Both make a verdict specific to the cycle: ``_memoisable`` must then answer False for such pods, so that
+the per-shape memo and the GPU columns are bypassed.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar, Final
+
+import numpy as np
+
+from koord_framework.api.objects import PodInfo
+from koord_framework.plugin import PluginArgs
+from koord_framework.scheduler.constant_arrays import all_pass
+from koord_framework.scheduler.cycle_state import CycleState
+from koord_framework.scheduler.interface import (
+    ClusterEvent,
+    EnqueueExtensions,
+    FilterPlugin,
+    Handle,
+    NodeScore,
+    PreBindPlugin,
+    PreFilterExtensions,
+    PreFilterPlugin,
+    PreFilterResult,
+    PreScorePlugin,
+    ReservePlugin,
+    SchedulerPlugin,
+    ScoreExtensions,
+    ScorePlugin,
+    VectorFilter,
+    VectorFilterStatuses,
+    VectorNormalize,
+    VectorScore,
+)
+from koord_framework.scheduler.nodeinfo import NodeInfo
+from koord_framework.scheduler.status import MAX_NODE_SCORE, Code, Status
+from koord_framework.scheduler.table import BoolArray, Int64Array, NodeTable
+from koord_plugin_deviceshare import names as n
+from koord_plugin_deviceshare.allocation import (
+    AllocationError,
+    DeviceAllocations,
+    decode_allocations,
+    encode_allocations,
+)
+from koord_plugin_deviceshare.allocator import AutopilotAllocator, quick_fit, quick_status
+from koord_plugin_deviceshare.args import DeviceShareArgs
+from koord_plugin_deviceshare.columns import GPU_COLUMNS, GPUColumns
+from koord_plugin_deviceshare.device import DeviceError, ParsedDevice, parse_device
+from koord_plugin_deviceshare.memo import RowMemo
+from koord_plugin_deviceshare.nodedevice import (
+    DeviceResources,
+    NodeDevice,
+    append_allocated,
+    subtract_allocated,
+)
+from koord_plugin_deviceshare.requests import format_value
+from koord_plugin_deviceshare.scoring import DeviceScorer
+from koord_plugin_deviceshare.state import PodDeviceError, PodDeviceState, prepare_pod
+
+__all__ = ["NAME", "DeviceShare"]
+
+NAME: Final = "DeviceShare"
+STATE_KEY: Final = NAME
+_TERMINAL_PHASES: Final = frozenset({"Succeeded", "Failed"})
+_MAX_DETAIL_DEVICES: Final = 4
+_MAX_STATUSES: Final = 200_000
+_MAX_SHAPES: Final = 1024
+_DEVICE_NAMES: Final = frozenset(name for names in n.DEVICE_RESOURCE_NAMES.values() for name in names)
+_SHAPE_ANNOTATIONS: Final = (
+    n.ANNOTATION_DEVICE_ALLOCATE_HINT,
+    n.ANNOTATION_DEVICE_JOINT_ALLOCATE,
+    n.ANNOTATION_GPU_PARTITION_SPEC,
+)
+log = logging.getLogger(__name__)
+
+
+def _pod_key(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    return f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}"
+
+
+def _short(name: str) -> str:
+    return name.split("/", 1)[-1]
+
+
+class DeviceShare(
+    SchedulerPlugin,
+    PreFilterPlugin,
+    PreFilterExtensions,
+    FilterPlugin,
+    VectorFilter,
+    VectorFilterStatuses,
+    PreScorePlugin,
+    ScorePlugin,
+    VectorScore,
+    ScoreExtensions,
+    VectorNormalize,
+    ReservePlugin,
+    PreBindPlugin,
+    EnqueueExtensions,
+):
+    """Koordinator's DeviceShare: GPU/RDMA/FPGA allocation with sharing, VFs, joint allocation, partitions."""
+
+    name: ClassVar[str] = NAME
+    Args: ClassVar[type[PluginArgs]] = DeviceShareArgs
+
+    def __init__(self, args: PluginArgs, handle: Handle) -> None:
+        parsed = self.parse_args(args)
+        assert isinstance(parsed, DeviceShareArgs)
+        super().__init__(parsed, handle)
+        self.ds_args: DeviceShareArgs = parsed
+        strategy = parsed.scoring_strategy
+        self.scorer = DeviceScorer(strategy.type, {r.name: r.weight for r in strategy.resources})
+        self.template_matched_resources = tuple(parsed.gpu_shared_resource_templates_config.matched_resources)
+        self.unsupported_models: dict[str, set[str]] = {}
+        for m in parsed.gpu_share_unsupported_models:
+            self.unsupported_models.setdefault(m.vendor, set()).add(m.model)
+        self._lock = threading.RLock()
+        self.nodes: dict[str, NodeDevice] = {}
+        self.devices: dict[str, ParsedDevice] = {}
+        self.device_errors: dict[str, str] = {}
+        """node -> why its Device object was refused (a Filter reason for device pods)."""
+        self._pod_allocations: dict[str, tuple[str, DeviceAllocations]] = {}
+        """pod key -> (node, allocations) the informer last saw, so updates and deletes undo exactly that."""
+        self._memo = RowMemo()
+        self._columns = GPUColumns(tuple(self.scorer.weights))
+        self._node_gen: dict[str, int] = {}
+        self._gen_counter = 0
+        self._prepared: dict[tuple[object, ...], PodDeviceState | PodDeviceError] = {}
+        self._statuses: dict[tuple[object, ...], tuple[int, Status]] = {}
+        """(pod shape, node) -> (node generation, Filter status): reasons of unschedulable pods of one
+        shape are worked out once per node change, not once per pod."""
+        handle.informer.add_handler("Device", self._on_device, self._on_device_update, self._on_device_delete)
+        handle.informer.add_handler("Pod", self._on_pod, self._on_pod_update, self._on_pod_delete)
+        # Node labels (GPU model, partition policy, isolation provider) enter Filter and Score.
+        handle.informer.add_handler("Node", self._on_node, self._on_node_update, self._on_node)
+
+    # --- cluster events -------------------------------------------------------------------------------
+    def events_to_register(self) -> list[ClusterEvent]:
+        return [
+            ClusterEvent("Pod", "Delete"),
+            ClusterEvent("Device", "Add"),
+            ClusterEvent("Device", "Update"),
+            ClusterEvent("Device", "Delete"),
+        ]
+
+    def _bump(self, name: str) -> None:
+        """``name`` changed: its memoised Filter/Score verdicts are stale (call with the lock held)."""
+        self._memo.bump(self.handle.table, name)
+        self._columns.dirty.add(name)
+        self._gen_counter += 1
+        self._node_gen[name] = self._gen_counter
+
+    def _exact_row(self, name: str, nd: NodeDevice | None) -> bool:
+        """Nodes the GPU columns cannot judge: a refused Device object, or GPU partitions honored."""
+        if name in self.device_errors or (nd is not None and nd.honor_gpu_partition):
+            return True
+        ni = self.handle.node_info(name)
+        return (
+            ni is not None
+            and ni.node.labels.get(n.LABEL_GPU_PARTITION_POLICY) == n.GPU_PARTITION_POLICY_HONOR
+        )
+
+    def _plain_gpu(self, state: CycleState, s: PodDeviceState, pod: PodInfo) -> bool:
+        """A pod the GPU columns judge: only GPUs, by core/ratio/memory, no hints, joint or partition spec,
+        no preemption what-if, no node-label check (isolation provider, share-unsupported models)."""
+        gpu = s.gpu_requirements
+        if gpu is None or set(s.pod_requests) != {n.GPU} or s.hints or s.joint_allocate is not None:
+            return False
+        if gpu.honor_gpu_partition or not set(gpu.requests_per_gpu) <= set(GPU_COLUMNS):
+            return False
+        if gpu.gpu_shared and (self.unsupported_models or pod.labels.get(n.LABEL_GPU_ISOLATION_PROVIDER)):
+            return False
+        return self._memoisable(state, s)
+
+    def _on_node(self, obj: Mapping[str, Any]) -> None:
+        with self._lock:
+            self._bump(str((obj.get("metadata") or {}).get("name") or ""))
+
+    def _on_node_update(self, _old: Mapping[str, Any], obj: Mapping[str, Any]) -> None:
+        self._on_node(obj)
+
+    def _node_device(self, name: str) -> NodeDevice:
+        nd = self.nodes.get(name)
+        if nd is None:
+            nd = self.nodes[name] = NodeDevice()
+        return nd
+
+    def _on_device(self, obj: Mapping[str, Any]) -> None:
+        name = str((obj.get("metadata") or {}).get("name") or "")
+        try:
+            parsed = parse_device(obj)
+        except DeviceError as err:
+            log.warning("DeviceShare: ignoring %s", err)
+            with self._lock:
+                self.device_errors[name] = str(err)
+                self.devices.pop(name, None)
+                if name in self.nodes:
+                    self.nodes[name].invalidate()
+                self._bump(name)
+            return
+        with self._lock:
+            self.device_errors.pop(name, None)
+            self.devices[name] = parsed
+            self._node_device(name).set_device(parsed)
+            self._bump(name)
+
+    def _on_device_update(self, _old: Mapping[str, Any], obj: Mapping[str, Any]) -> None:
+        self._on_device(obj)
+
+    def _on_device_delete(self, obj: Mapping[str, Any]) -> None:
+        name = str((obj.get("metadata") or {}).get("name") or "")
+        with self._lock:
+            self.devices.pop(name, None)
+            self.device_errors.pop(name, None)
+            if name in self.nodes:
+                self.nodes[name].invalidate()
+            self._bump(name)
+
+    def _on_pod(self, obj: Mapping[str, Any]) -> None:
+        key = _pod_key(obj)
+        spec = obj.get("spec") or {}
+        node = str(spec.get("nodeName") or "")
+        phase = str((obj.get("status") or {}).get("phase") or "")
+        raw = ((obj.get("metadata") or {}).get("annotations") or {}).get(n.ANNOTATION_DEVICE_ALLOCATED)
+        allocations: DeviceAllocations = {}
+        if node and raw and phase not in _TERMINAL_PHASES:
+            try:
+                allocations = decode_allocations(raw, f"pod {key}: {n.ANNOTATION_DEVICE_ALLOCATED}")
+            except AllocationError as err:
+                log.warning("DeviceShare: %s", err)
+                return  # keep what we had, as Koordinator does with an unreadable annotation
+        with self._lock:
+            previous = self._pod_allocations.pop(key, None)
+            if previous is not None and self._node_device(previous[0]).update_used(
+                previous[1], key, add=False
+            ):
+                self._bump(previous[0])
+            if allocations:
+                # Already counted when this scheduler reserved it: then nothing changes here.
+                if self._node_device(node).update_used(allocations, key, add=True):
+                    self._bump(node)
+                self._pod_allocations[key] = (node, allocations)
+
+    def _on_pod_update(self, _old: Mapping[str, Any], obj: Mapping[str, Any]) -> None:
+        self._on_pod(obj)
+
+    def _on_pod_delete(self, obj: Mapping[str, Any]) -> None:
+        key = _pod_key(obj)
+        with self._lock:
+            previous = self._pod_allocations.pop(key, None)
+            if previous is not None and self._node_device(previous[0]).update_used(
+                previous[1], key, add=False
+            ):
+                self._bump(previous[0])
+
+    # --- hooks for the NUMA topology manager and reservations (see the module docstring) ---------------
+    def _numa_nodes(self, state: CycleState, node_name: str) -> frozenset[int] | None:
+        return None
+
+    def _reservation_preemptible(self, state: CycleState, node_name: str) -> dict[str, DeviceResources]:
+        return {}
+
+    def _preemptible(
+        self, state: CycleState, s: PodDeviceState, node_name: str
+    ) -> dict[str, DeviceResources]:
+        return append_allocated(
+            None, s.preemptible.get(node_name), self._reservation_preemptible(state, node_name)
+        )
+
+    # --- PreFilter ------------------------------------------------------------------------------------
+    def pre_filter(
+        self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]
+    ) -> tuple[PreFilterResult | None, Status]:
+        shape = (
+            tuple(sorted((k, v) for k, v in pod.requests.items() if k in _DEVICE_NAMES)),
+            tuple(pod.annotations.get(a) for a in _SHAPE_ANNOTATIONS),
+            pod.labels.get(n.LABEL_GPU_ISOLATION_PROVIDER, ""),
+        )
+        # Pods of one shape read the same: parse once, hand each cycle a fresh state.
+        proto = self._prepared.get(shape)
+        if proto is None:
+            try:
+                proto = prepare_pod(pod.requests, pod.annotations, self.template_matched_resources)
+                proto.shape = shape
+            except PodDeviceError as err:
+                proto = err
+            if len(self._prepared) >= _MAX_SHAPES:
+                self._prepared.clear()
+            self._prepared[shape] = proto
+        if isinstance(proto, PodDeviceError):
+            reasons = (proto.reason, f"pod {pod.key}: {proto.detail}") if proto.detail else (proto.reason,)
+            return None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, reasons)
+        s = proto.fresh()
+        state.write(STATE_KEY, s)
+        if s.skip:
+            return None, Status.skip()
+        return None, Status.success()
+
+    def pre_filter_extensions(self) -> PreFilterExtensions | None:
+        return self
+
+    def _state(self, state: CycleState) -> PodDeviceState | None:
+        s = state.get(STATE_KEY)
+        return s if isinstance(s, PodDeviceState) else None
+
+    def add_pod(self, state: CycleState, pod: PodInfo, to_add: PodInfo, node: NodeInfo) -> Status:
+        s = self._state(state)
+        if s is None or s.skip:
+            return Status.success()
+        with self._lock:
+            nd = self.nodes.get(node.name)
+            held = nd.get_used(to_add.key) if nd is not None else {}
+            if held:
+                s.preemptible[node.name] = subtract_allocated(s.preemptible.setdefault(node.name, {}), held)
+        return Status.success()
+
+    def remove_pod(self, state: CycleState, pod: PodInfo, to_remove: PodInfo, node: NodeInfo) -> Status:
+        s = self._state(state)
+        if s is None or s.skip:
+            return Status.success()
+        with self._lock:
+            nd = self.nodes.get(node.name)
+            held = nd.get_used(to_remove.key) if nd is not None else {}
+            if held:
+                s.preemptible[node.name] = append_allocated(s.preemptible.get(node.name), held)
+        return Status.success()
+
+    # --- Filter ---------------------------------------------------------------------------------------
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        s = self._state(state)
+        if s is None or s.skip:
+            return Status.success()
+        if not self._memoisable(state, s):
+            return self._filter(state, s, pod, node)
+        with self._lock:
+            key = (*s.shape, node.name)
+            gen = self._node_gen.get(node.name, 0)
+            cached = self._statuses.get(key)
+            if cached is not None and cached[0] == gen:
+                return cached[1]
+            status = self._filter(state, s, pod, node)
+            if len(self._statuses) > _MAX_STATUSES:
+                self._statuses.clear()
+            self._statuses[key] = (gen, status)
+            return status
+
+    def _filter(self, state: CycleState, s: PodDeviceState, pod: PodInfo, node: NodeInfo) -> Status:
+        labels = node.node.labels
+        gpu = s.gpu_requirements
+        if gpu is not None and gpu.gpu_shared:
+            provider = pod.labels.get(n.LABEL_GPU_ISOLATION_PROVIDER, "")
+            if provider and provider != labels.get(n.LABEL_GPU_ISOLATION_PROVIDER, ""):
+                return Status.as_error("GPUIsolationProviderHAMICore not found on the node")
+            vendor, model = labels.get(n.LABEL_GPU_VENDOR, ""), labels.get(n.LABEL_GPU_MODEL, "")
+            if model in self.unsupported_models.get(vendor, ()):
+                return Status.unresolvable(f'model "{model}" of vendor "{vendor}" does not support GPU Share')
+        with self._lock:
+            error = self.device_errors.get(node.name)
+            if error is not None:
+                return Status.unresolvable(f"node(s) invalid Device object: {error}")
+            nd = self.nodes.get(node.name)
+            if nd is None:
+                return Status.success()  # as Koordinator: nodes without a Device are left to NodeResourcesFit
+            numa_nodes = self._numa_nodes(state, node.name)
+            preemptible = self._preemptible(state, s, node.name)
+            status: Status | None = None
+            if numa_nodes is None and not preemptible:
+                status = quick_status(s, nd, labels)
+                if status is None and quick_fit(s, nd, labels):
+                    status = Status.success()
+            if status is None:
+                allocator = AutopilotAllocator(s, nd, labels, numa_nodes=numa_nodes)
+                _, status = allocator.allocate(preemptible=preemptible)
+            if status.is_success:
+                return status
+            if status.code is Code.UNSCHEDULABLE:
+                detail = self._shortage(s, nd)
+                if detail:
+                    return Status(status.code, (*status.reasons, detail))
+            return status
+
+    def _memoisable(self, state: CycleState, s: PodDeviceState) -> bool:
+        """Verdicts depend on the node and the pod's shape only -- unless a preemption what-if returned
+        devices (and, once wired, NUMA hints or reservations: they make the verdict cycle-specific)."""
+        return not s.preemptible
+
+    def filter_all(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: Int64Array) -> BoolArray:
+        s = self._state(state)
+        if s is None or s.skip:
+            return all_pass(int(rows.size))
+
+        def one(row: int) -> int:
+            ni = self.handle.node_info(table.names[row])
+            return 1 if ni is None or self.filter(state, pod, ni).is_success else 0
+
+        with self._lock:
+            if not self._memoisable(state, s):
+                return np.fromiter((one(r) for r in rows.tolist()), dtype=np.bool_, count=int(rows.size))
+            if self._plain_gpu(state, s, pod):
+                assert s.gpu_requirements is not None
+                self._columns.flush(table, self.nodes.get, self._exact_row)
+                req = s.gpu_requirements
+                verdict = self._columns.fits(rows, req.requests_per_gpu, req.number_of_gpus)
+                exact = self._columns.exact[rows]
+                if exact.any():
+                    verdict[exact] = self._memo.values(table, rows[exact], ("Filter", *s.shape), one) != 0
+                return verdict
+            return self._memo.values(table, rows, ("Filter", *s.shape), one).astype(np.bool_)
+
+    def filter_statuses(
+        self, state: CycleState, pod: PodInfo, table: NodeTable, rows: Int64Array
+    ) -> Sequence[Status]:
+        """What ``filter`` says for each of ``rows`` (memoised per shape and node, so a pod that fits
+        nowhere costs a lookup per node, not an allocation)."""
+        s = self._state(state)
+        names = table.names
+        out: list[Status] = []
+        if s is None or s.skip or not self._memoisable(state, s):
+            for row in rows.tolist():
+                ni = self.handle.node_info(names[row])
+                out.append(Status.success() if ni is None else self.filter(state, pod, ni))
+            return out
+        statuses, gens, shape = self._statuses, self._node_gen, s.shape
+        for row in rows.tolist():
+            name = names[row]
+            cached = statuses.get((*shape, name))
+            if cached is not None and cached[0] == gens.get(name, 0):
+                out.append(cached[1])
+                continue
+            ni = self.handle.node_info(name)
+            out.append(Status.success() if ni is None else self.filter(state, pod, ni))
+        return out
+
+    def score_all(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: Int64Array) -> Int64Array:
+        s = self._state(state)
+        if s is None or s.skip:
+            return np.zeros(int(rows.size), dtype=np.int64)
+
+        def one(row: int) -> int:
+            ni = self.handle.node_info(table.names[row])
+            return 0 if ni is None else self.score(state, pod, ni)[0]
+
+        with self._lock:
+            if not self._memoisable(state, s):
+                return np.fromiter((one(r) for r in rows.tolist()), dtype=np.int64, count=int(rows.size))
+            if self._plain_gpu(state, s, pod):
+                assert s.gpu_requirements is not None
+                self._columns.flush(table, self.nodes.get, self._exact_row)
+                scores = self._columns.scores(rows, s.gpu_requirements.requests_per_gpu, self.scorer)
+                exact = self._columns.exact[rows]
+                if exact.any():
+                    scores[exact] = self._memo.values(table, rows[exact], ("Score", *s.shape), one)
+                return scores
+            return self._memo.values(table, rows, ("Score", *s.shape), one)
+
+    def _shortage(self, s: PodDeviceState, nd: NodeDevice) -> str:
+        """Which devices lack what, for explanations: ``gpu 3: gpu-memory-ratio 20 free < 50``."""
+        parts: list[str] = []
+        for device_type, request in s.pod_requests.items():
+            per = (
+                s.gpu_requirements.requests_per_gpu
+                if device_type == n.GPU and s.gpu_requirements
+                else request
+            )
+            for minor, free in sorted(nd.free.get(device_type, {}).items()):
+                for name, want in per.items():
+                    if free.get(name, 0) < want:
+                        have = format_value(name, free.get(name, 0))
+                        parts.append(
+                            f"{device_type} {minor}: {_short(name)} {have} free < {format_value(name, want)}"
+                        )
+                        break
+                if len(parts) >= _MAX_DETAIL_DEVICES:
+                    break
+        return "; ".join(parts)
+
+    # --- Score ----------------------------------------------------------------------------------------
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status:
+        s = self._state(state)
+        return Status.skip() if s is None or s.skip else Status.success()
+
+    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> tuple[int, Status]:
+        s = self._state(state)
+        if s is None or s.skip:
+            return 0, Status.success()
+        with self._lock:
+            nd = self.nodes.get(node.name)
+            if nd is None:
+                return 0, Status.success()
+            allocator = AutopilotAllocator(
+                s, nd, node.node.labels, scorer=self.scorer, numa_nodes=self._numa_nodes(state, node.name)
+            )
+            return allocator.score(preemptible=self._preemptible(state, s, node.name))
+
+    def score_extensions(self) -> ScoreExtensions | None:
+        return self
+
+    def normalize_all(
+        self, state: CycleState, pod: PodInfo, rows: Int64Array, scores: Int64Array
+    ) -> Int64Array:
+        """``normalize_score`` over an array (DefaultNormalizeScore(100, reverse=false))."""
+        top = int(scores.max()) if np.count_nonzero(scores) else 0
+        if top <= 0:
+            return scores
+        out: Int64Array = scores * MAX_NODE_SCORE // top
+        return out
+
+    def normalize_score(self, state: CycleState, pod: PodInfo, scores: list[NodeScore]) -> Status:
+        highest = max((ns.score for ns in scores), default=0)
+        if highest == 0:
+            return Status.success()
+        for ns in scores:
+            ns.score = MAX_NODE_SCORE * ns.score // highest
+        return Status.success()
+
+    # --- Reserve / Unreserve --------------------------------------------------------------------------
+    def reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
+        s = self._state(state)
+        if s is None or s.skip:
+            return Status.success()
+        with self._lock:
+            nd = self.nodes.get(node_name)
+            if nd is None:
+                return Status.success()
+            if s.allocation_result is None:
+                ni = self.handle.node_info(node_name)
+                labels = ni.node.labels if ni is not None else {}
+                allocator = AutopilotAllocator(
+                    s,
+                    nd,
+                    labels,
+                    scorer=self.scorer,
+                    numa_nodes=self._numa_nodes(state, node_name),
+                    reserve_phase=True,
+                )
+                try:
+                    result, status = allocator.allocate(preemptible=self._preemptible(state, s, node_name))
+                except ValueError as err:
+                    return Status.as_error(f"fillGPUTotalMem failed: {err}, node: {node_name}")
+                if not status.is_success:
+                    return status
+                s.allocation_result = result
+            if s.allocation_result:
+                nd.update_used(s.allocation_result, pod.key, add=True)
+                self._bump(node_name)
+        return Status.success()
+
+    def unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
+        s = self._state(state)
+        if s is None or s.skip or s.allocation_result is None:
+            return
+        with self._lock:
+            nd = self.nodes.get(node_name)
+            if nd is not None:
+                nd.update_used(s.allocation_result, pod.key, add=False)
+                self._bump(node_name)
+            s.allocation_result = None
+
+    # --- PreBind --------------------------------------------------------------------------------------
+    def pre_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
+        s = self._state(state)
+        if s is None or s.skip or not s.allocation_result:
+            return Status.success()
+        status = self._fill_ids(s.allocation_result, node_name)
+        if not status.is_success:
+            return status
+        state.pod_mutation.annotations[n.ANNOTATION_DEVICE_ALLOCATED] = encode_allocations(
+            s.allocation_result
+        )
+        return Status.success()
+
+    def _fill_ids(self, allocations: DeviceAllocations, node_name: str) -> Status:
+        with self._lock:
+            device = self.devices.get(node_name)
+        if device is None:
+            return Status.as_error(f'devices.scheduling.koordinator.sh "{node_name}" not found')
+        by_key = {(d.type, d.minor): d.uuid for d in device.devices}
+        for device_type, allocs in allocations.items():
+            for a in allocs:
+                a.id = by_key.get((device_type, a.minor), a.id)
+        return Status.success()
+
+    # --- introspection ----------------------------------------------------------------------------------
+    def node_summary(self, node_name: str) -> dict[str, dict[str, dict[str, int]]] | None:
+        """Free device resources of a node (``type -> minor -> resources``), or None without a Device."""
+        with self._lock:
+            nd = self.nodes.get(node_name)
+            return nd.summary() if nd is not None else None
