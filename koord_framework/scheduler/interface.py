@@ -22,7 +22,7 @@ mutate it — PreBind plugins put changes into ``state.pod_mutation``). Statuses
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
@@ -136,6 +136,12 @@ class Handle(BaseHandle):
     @abc.abstractmethod
     def iterate_waiting_pods(self, fn: Callable[[WaitingPod], None]) -> None: ...
 
+    def activate_pods(self, pods: Iterable[PodInfo]) -> None:
+        """Move these pods, if they wait in backoff or as unschedulable, to the active queue (they go through
+        PreEnqueue again). For plugins whose own state change makes parked pods schedulable (a gang that
+        just got its last member)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot activate pods")
+
     @abc.abstractmethod
     def run_filter_with_nominated_pods(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         """Run every Filter plugin on ``node`` as the framework would (used by preemption what-ifs)."""
@@ -188,6 +194,20 @@ class QueueSortPlugin(ExtensionPoint):
 
     @abc.abstractmethod
     def less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool: ...
+
+
+class NextPodPlugin(abc.ABC):
+    """Chooses the next pod to schedule ahead of the queue (Koordinator's ``frameworkext.NextPodPlugin``).
+
+    Not a profile extension point: a plugin enabled in a profile that also subclasses this is asked before
+    every pop. ``next_pod`` returns the uid of a pending pod the scheduler should take out of the queue
+    (wherever it waits, skipping its PreEnqueue) and schedule now, or None to let the queue decide. A uid the
+    queue does not hold (the pod is in flight, gone, or held by another plugin's PreEnqueue) is passed over
+    and the plugin asked again. Coscheduling uses it to schedule a gang's members back to back.
+    """
+
+    @abc.abstractmethod
+    def next_pod(self) -> str | None: ...
 
 
 class PreFilterExtensions(abc.ABC):
@@ -392,6 +412,7 @@ __all__ = [
     "Handle",
     "Int64Array",
     "NodeInfo",
+    "NextPodPlugin",
     "NodeScore",
     "NodeTable",
     "PermitPlugin",

@@ -52,7 +52,7 @@ from koord_framework.scheduler.framework import (
     narrowing_plugins,
 )
 from koord_framework.scheduler.handle import SchedulerHandle
-from koord_framework.scheduler.interface import ClusterEvent, QueuedPodInfo, WaitingPod
+from koord_framework.scheduler.interface import ClusterEvent, NextPodPlugin, QueuedPodInfo, WaitingPod
 from koord_framework.scheduler.metrics import SchedulerMetrics
 from koord_framework.scheduler.nodeinfo import NodeInfo
 from koord_framework.scheduler.queue import SchedulingQueue
@@ -71,6 +71,8 @@ MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
 STALL_ATTEMPTS = 3
 """Attempts of a pod since the last progress after which its timers stop moving a simulation's clock."""
 NO_NODES_MESSAGE = "no nodes available to schedule pods"
+_MAX_NEXT_POD_ANSWERS = 1 << 20
+"""Answers of one NextPod plugin per pop before the queue decides (a guard against a plugin that loops)."""
 
 EVENT_POD_ADD = ClusterEvent("Pod", "Add")
 EVENT_POD_UPDATE = ClusterEvent("Pod", "Update")
@@ -450,6 +452,12 @@ class Scheduler:
             handle.bind_framework(fw)
             self.handles[spec.scheduler_name] = handle
             self.frameworks[spec.scheduler_name] = fw
+        self._next_pod_plugins: list[tuple[str, NextPodPlugin]] = [
+            (name, inst)
+            for fw in self.frameworks.values()
+            for name, inst in fw.plugins.items()
+            if isinstance(inst, NextPodPlugin)
+        ]
         first = next(iter(self.frameworks.values()))
         less = first.less if first.queue_sort else default_less
         sort_key = getattr(first.queue_sort[0][1], "sort_key", None) if first.queue_sort else default_sort_key
@@ -621,9 +629,29 @@ class Scheduler:
         return s
 
     # --- the scheduling cycle ---------------------------------------------------------------------------
+    def _pop(self, *, block: bool = False, timeout: float | None = None) -> QueuedPodInfo | None:
+        """The next pod: the one a NextPod plugin names (taken out of the queue), else the queue's head."""
+        for name, plugin in self._next_pod_plugins:
+            # Each answer is one the plugin will not give again, so this ends; the bound is a safety net.
+            for _ in range(_MAX_NEXT_POD_ANSWERS):
+                try:
+                    uid = plugin.next_pod()
+                except Exception:
+                    log.exception("NextPod of plugin %s failed", name)
+                    break
+                if uid is None:
+                    break
+                gate = self.queue.gate_of(uid)
+                if gate and gate != name:
+                    continue  # another plugin's PreEnqueue holds it back
+                info = self.queue.take(uid)
+                if info is not None:
+                    return info
+        return self.queue.pop(block=block, timeout=timeout)
+
     def schedule_one(self) -> bool:
         """Pop one pod and run its scheduling cycle (and, in deterministic mode, its binding cycle)."""
-        info = self.queue.pop()
+        info = self._pop()
         if info is None:
             return False
         self._scheduling_cycle(info)
@@ -1073,7 +1101,7 @@ class Scheduler:
             self._drain_bindings()
             if self._executor is not None:
                 self.wait_for_bindings()
-            info = self.queue.pop()
+            info = self._pop()
             if info is not None:
                 self._scheduling_cycle(info)
                 self._drain_bindings()
@@ -1115,7 +1143,7 @@ class Scheduler:
                 d = wp.deadline()
                 if d is not None:
                     timeout = max(0.0, min(timeout, d - now))
-            info = self.queue.pop(block=True, timeout=timeout)
+            info = self._pop(block=True, timeout=timeout)
             if info is not None:
                 self._scheduling_cycle(info)
             self._drain_bindings()
