@@ -201,13 +201,17 @@ class NextPodPlugin(abc.ABC):
 
     Not a profile extension point: a plugin enabled in a profile that also subclasses this is asked before
     every pop. ``next_pod`` returns the uid of a pending pod the scheduler should take out of the queue
-    (wherever it waits, skipping its PreEnqueue) and schedule now, or None to let the queue decide. A uid the
-    queue does not hold (the pod is in flight, gone, or held by another plugin's PreEnqueue) is passed over
-    and the plugin asked again. Coscheduling uses it to schedule a gang's members back to back.
+    (wherever it waits, skipping this plugin's own PreEnqueue gate) and schedule now, or None to let the queue
+    decide. A uid the queue cannot give (the pod is in flight, gone, not this scheduler's, or held back by
+    another plugin's PreEnqueue) is reported to ``next_pod_skipped`` and the plugin is asked again.
+    Coscheduling uses it to schedule a gang's members back to back.
     """
 
     @abc.abstractmethod
     def next_pod(self) -> str | None: ...
+
+    def next_pod_skipped(self, uid: str) -> None:  # noqa: B027 - optional hook, empty by default
+        """The pod ``next_pod`` named could not be taken from the queue (see the class docstring)."""
 
 
 class PreFilterExtensions(abc.ABC):
@@ -411,8 +415,8 @@ __all__ = [
     "FilterPlugin",
     "Handle",
     "Int64Array",
-    "NodeInfo",
     "NextPodPlugin",
+    "NodeInfo",
     "NodeScore",
     "NodeTable",
     "PermitPlugin",

@@ -17,7 +17,8 @@ with backoff.
 ``run_until_idle`` drives a simulation on a ``VirtualClock``: it schedules while pods are ready, and when
 nothing is, jumps the clock to the next timer (a backoff ending, a Permit timeout). It stops when nothing is
 left, or when no progress is possible: after a pod has been tried ``STALL_ATTEMPTS`` times since the last
-binding or deletion, its timers no longer move the clock (retrying would repeat the same failure forever).
+binding, deletion or node change, its timers no longer move the clock (retrying would repeat the same
+failure forever).
 """
 
 from __future__ import annotations
@@ -530,11 +531,13 @@ class Scheduler:
     # --- event handlers ---------------------------------------------------------------------------------
     def _on_node_add(self, node: NodeRecord) -> None:
         self.cache.add_node(node)
+        self._epoch += 1  # new room is progress: stalled pods get their retries (and timers) back
         self._move(EVENT_NODE_ADD)
 
     def _on_node_update(self, old: NodeRecord, new: NodeRecord) -> None:
         self.cache.update_node(old, new)
         if _node_changed(old, new):
+            self._epoch += 1
             self._move(EVENT_NODE_UPDATE)
 
     def _on_node_delete(self, node: NodeRecord) -> None:
@@ -642,11 +645,11 @@ class Scheduler:
                 if uid is None:
                     break
                 gate = self.queue.gate_of(uid)
-                if gate and gate != name:
-                    continue  # another plugin's PreEnqueue holds it back
-                info = self.queue.take(uid)
+                # Another plugin's PreEnqueue gate is respected; only the asking plugin's own is lifted.
+                info = self.queue.take(uid) if not gate or gate == name else None
                 if info is not None:
                     return info
+                plugin.next_pod_skipped(uid)
         return self.queue.pop(block=block, timeout=timeout)
 
     def schedule_one(self) -> bool:
@@ -1093,10 +1096,12 @@ class Scheduler:
 
         When no pod is ready, the clock jumps to the next live timer (a ``VirtualClock`` is set; another
         clock is slept on). Pods the unschedulable map holds are not flushed by jumping the clock: nothing has
-        changed for them.
+        changed for them. When no live timer is left but pods still wait at Permit, the clock jumps to their
+        deadlines so that they end rejected (see ``_final_permit_deadline``).
         """
         self.start()
         cycles = 0
+        final: dict[int, int] = {}
         while not self._stopped:
             self._drain_bindings()
             if self._executor is not None:
@@ -1115,7 +1120,10 @@ class Scheduler:
                 continue
             when = self.next_timer()
             if when is None:
-                break
+                when = self._final_permit_deadline(final)
+                if when is None:
+                    break
+                final[self._epoch] = final.get(self._epoch, 0) + 1
             now = self.clock.now()
             if when > now:
                 if isinstance(self.clock, VirtualClock):
@@ -1126,6 +1134,18 @@ class Scheduler:
             self.queue.flush_unschedulable_leftover()
         self._drain_bindings()
         return cycles
+
+    def _final_permit_deadline(self, final: Mapping[int, int]) -> float | None:
+        """When nothing else can happen, the earliest Permit deadline of the pods still waiting.
+
+        Nothing will ever allow them (the simulation has no more events), so their timeouts decide: jumping
+        to them reports those pods rejected with their plugin's reason instead of leaving them holding
+        resources. Bounded per progress epoch, since a rejected pod may be retried and wait again.
+        """
+        if final.get(self._epoch, 0) >= STALL_ATTEMPTS:
+            return None
+        deadlines = [d for wp in self.waiting.list() if (d := wp.deadline()) is not None]
+        return min(deadlines) if deadlines else None
 
     def run(self, stop: threading.Event, *, poll: float = 0.5) -> None:
         """The live loop: schedule as pods come, until ``stop`` is set (bindings run asynchronously)."""

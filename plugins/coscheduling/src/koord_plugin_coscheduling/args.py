@@ -26,7 +26,8 @@ class CoschedulingArgs(PluginArgs):
 
     default_timeout: Annotated[Duration, Field(ge=0)] = Duration(DEFAULT_TIMEOUT_SECONDS)
     """How long a gang's pods wait at Permit for the rest of the gang when the gang names no timeout
-    (PodGroup ``spec.scheduleTimeoutSeconds``, pod annotation ``gang.scheduling.koordinator.sh/waiting-time``).
+    (PodGroup ``spec.scheduleTimeoutSeconds``, pod annotation
+    ``gang.scheduling.koordinator.sh/waiting-time``).
     Go duration. Default: ``10m0s``."""
     controller_workers: Annotated[int, Field(ge=1, le=2**63 - 1)] = 1
     """Workers of the PodGroup status controller (at least 1). Default: 1."""

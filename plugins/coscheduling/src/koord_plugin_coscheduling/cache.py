@@ -129,11 +129,18 @@ class GangCache:
                 gang.try_init_by_pod_config(pod.key, labels, annotations, self.args, pod.creation_time)
                 group = gang.gang_group
                 gang.set_group_info(self._group_info(gang_group_id(group), group))
+            before = len(gang.children)
             gang.set_child(pod)
             if pod.node_name:
                 to_activate = self.mark_bound(gang, pod)
             elif created and gang.is_worth_requeue():
-                to_activate = [pod]
+                if before < gang.min_required <= len(gang.children):
+                    # This pod completed the gang: every member held back so far may go now (Koordinator
+                    # activates only this pod; if it is held back elsewhere, the others would wait for the
+                    # queue's five-minute flush).
+                    to_activate = list(gang.pending_children.values())
+                else:
+                    to_activate = [pod]
         self._activate_all(to_activate)
 
     def mark_bound(self, gang: Gang, pod: MemberPod) -> list[MemberPod]:

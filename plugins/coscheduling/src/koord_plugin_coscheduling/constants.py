@@ -63,6 +63,7 @@ MSG_GANG_NOT_FOUND: Final = "Gang not found"
 REASON_GANG_IS_NIL: Final = "gang is nil, may be already deleted"
 REASON_ALL_PENDING_PODS_ALREADY_ATTEMPTED: Final = "all pending pods is already been attempted"
 REASON_GANG_IS_SUCCEED: Final = "gang is already succeed"
+REASON_MEMBERS_HELD_BACK: Final = "some pending pods are held back by other plugins"
 
 # PodGroup status phases (scheduler-plugins v1alpha1).
 PHASE_PENDING: Final = "Pending"

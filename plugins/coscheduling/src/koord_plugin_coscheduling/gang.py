@@ -100,7 +100,7 @@ def parse_gang_groups(text: str) -> tuple[list[str], str]:
         return [], ""
     try:
         value = json.loads(text)
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
         return [], f"is not JSON ({exc.msg})"
     if value is None:
         return [], ""
@@ -387,7 +387,8 @@ def _total(annotations: Mapping[str, str], min_required: int, obj: str, problems
     total = parse_int(raw, 32)
     if total is None:
         problems.append(
-            f"{obj}: annotation {ANNOTATION_GANG_TOTAL_NUM} {raw!r} is not a 32-bit integer; using min {min_required}"
+            f"{obj}: annotation {ANNOTATION_GANG_TOTAL_NUM} {raw!r} is not a 32-bit integer; "
+            f"using min {min_required}"
         )
         return min_required
     if total == 0:
@@ -447,7 +448,8 @@ def _pod_wait_time(
         return default
     if seconds < 0:
         problems.append(
-            f"{obj}: annotation {ANNOTATION_GANG_WAIT_TIME} {raw!r} is negative; using the default timeout {default:g}s"
+            f"{obj}: annotation {ANNOTATION_GANG_WAIT_TIME} {raw!r} is negative; "
+            f"using the default timeout {default:g}s"
         )
         return default
     return seconds
@@ -462,7 +464,8 @@ def _pod_group_wait_time(
         return default
     if isinstance(timeout, bool) or not isinstance(timeout, int):
         problems.append(
-            f"{obj}: spec.scheduleTimeoutSeconds {timeout!r} is not an integer; using the default timeout {default:g}s"
+            f"{obj}: spec.scheduleTimeoutSeconds {timeout!r} is not an integer; "
+            f"using the default timeout {default:g}s"
         )
         return default
     if timeout > 0:

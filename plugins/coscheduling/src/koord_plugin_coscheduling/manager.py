@@ -43,6 +43,7 @@ from koord_plugin_coscheduling.constants import (
     REASON_ALL_PENDING_PODS_ALREADY_ATTEMPTED,
     REASON_GANG_IS_NIL,
     REASON_GANG_IS_SUCCEED,
+    REASON_MEMBERS_HELD_BACK,
 )
 from koord_plugin_coscheduling.gang import Gang, MemberPod, gang_id, gang_name_of
 
@@ -65,6 +66,8 @@ class GangSchedulingContext:
     already_attempted: set[str] = field(default_factory=set)
     failed_message: str = ""
     trigger_pod: str = ""
+    held_back: set[str] = field(default_factory=set)
+    """Members ``next_pod`` gave that the scheduler could not take (held back by another plugin)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,9 +145,20 @@ class GangManager:
                     if key not in ctx.already_attempted:
                         ctx.already_attempted.add(key)
                         return pod
+            if ctx.held_back:
+                # Some members could not be tried (another plugin holds them back): they are not failures.
+                # The members already waiting keep waiting, up to the gang's timeout, for them to come.
+                self._clear_context(REASON_MEMBERS_HELD_BACK)
+                return None
             self._reject_group(ctx.gang_group, REASON_ALL_PENDING_PODS_ALREADY_ATTEMPTED)
             self._clear_context(REASON_ALL_PENDING_PODS_ALREADY_ATTEMPTED)
             return None
+
+    def next_pod_skipped(self, pod_key: str) -> None:
+        """The scheduler could not take the member ``next_pod`` gave (held back by another plugin)."""
+        with self.cache.lock:
+            if self.context is not None:
+                self.context.held_back.add(pod_key)
 
     def _clear_context(self, reason: str) -> None:
         if self.context is not None:
@@ -291,7 +305,7 @@ class GangManager:
 
     # --- Permit -------------------------------------------------------------------------------------
     def permit(self, pod: PodInfo) -> tuple[float, str]:
-        """(wait seconds, outcome): ``PodGroup not specified``, ``PodGroup not found``, ``Wait`` or ``Success``."""
+        """(wait seconds, outcome): PodGroup not specified, PodGroup not found, Wait or Success."""
         gid = _pod_gang_id(pod)
         if not gid:
             return 0.0, PERMIT_POD_GROUP_NOT_SPECIFIED

@@ -1,4 +1,4 @@
-"""``Coscheduling``: gang scheduling, a group of pods bound all together or not at all (Koordinator ``coscheduling``).
+"""``Coscheduling``: gang scheduling, pods bound all together or not at all (Koordinator ``coscheduling``).
 
 Extension points (Koordinator's, in the order a gang member meets them):
 
@@ -7,8 +7,8 @@ Extension points (Koordinator's, in the order a gang member meets them):
   the other members wait for NextPod.
 * **NextPod** (``NextPodPlugin``) - while a group is being scheduled, its pending members are handed to the
   scheduler one after another, ahead of the queue.
-* **PreFilter** - Koordinator's BeforePreFilter: the first member opens the group's scheduling context; after a
-  member failed, the others fail fast with its message. (Done here at the start of PreFilter until the
+* **PreFilter** - Koordinator's BeforePreFilter: the first member opens the group's scheduling context;
+  after a member failed, the others fail fast with its message. (Done here at the start of PreFilter until the
   framework's BeforePreFilter transformers exist; ``_before_pre_filter`` is the whole of it, so moving it is
   one call.)
 * **PostFilter** - Koordinator's PostFilter (no preemption) and AfterPostFilter: a Strict, unsatisfied gang
@@ -25,6 +25,7 @@ Extension points (Koordinator's, in the order a gang member meets them):
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
@@ -54,7 +55,6 @@ from koord_framework.scheduler.nodeinfo import NodeInfo
 from koord_framework.scheduler.status import Code, Status
 from koord_plugin_coscheduling.args import CoschedulingArgs
 from koord_plugin_coscheduling.cache import GangCache
-from koord_plugin_coscheduling.controller import PodGroupController
 from koord_plugin_coscheduling.constants import (
     ANNOTATION_BIND_GANG_GROUP_ID,
     ANNOTATION_BIND_GANG_MEMBER_COUNT,
@@ -63,10 +63,11 @@ from koord_plugin_coscheduling.constants import (
     MSG_GANG_NOT_FOUND,
     NAME,
     PERMIT_POD_GROUP_NOT_FOUND,
-    POD_GROUP_LABEL,
     PERMIT_POD_GROUP_NOT_SPECIFIED,
     PERMIT_WAIT,
+    POD_GROUP_LABEL,
 )
+from koord_plugin_coscheduling.controller import PodGroupController
 from koord_plugin_coscheduling.gang import MemberPod
 from koord_plugin_coscheduling.manager import GangManager
 from koord_plugin_coscheduling.report import GangReport, gang_reports
@@ -102,6 +103,8 @@ class Coscheduling(
         clock = handle.clock
         self.cache = GangCache(parsed, clock.now)
         self.cache.activate = self._activate
+        self._last_given: tuple[str, str] = ("", "")
+        """(uid, key) of the member NextPod last gave: the scheduler reports a skip right after the answer."""
         self.manager = GangManager(parsed, self.cache, handle, now=clock.now)
         informer = handle.informer
         self.controller = PodGroupController(
@@ -160,10 +163,9 @@ class Coscheduling(
         obj = self.handle.informer.get("Pod", member.name, member.namespace)
         if obj is None:
             return
-        try:
+        # A handle without a queue (a test double) cannot activate; nothing is lost, the pod stays queued.
+        with contextlib.suppress(NotImplementedError):
             self.handle.activate_pods([PodInfo.from_manifest(obj)])
-        except NotImplementedError:
-            pass  # a handle without a queue (unit tests of the handle)
 
     def pre_enqueue(self, pod: PodInfo) -> Status:
         err = self.manager.pre_enqueue(pod)
@@ -173,7 +175,15 @@ class Coscheduling(
 
     def next_pod(self) -> str | None:
         member = self.manager.next_pod()
-        return member.uid if member is not None else None
+        if member is None:
+            return None
+        self._last_given = (member.uid, member.key)
+        return member.uid
+
+    def next_pod_skipped(self, uid: str) -> None:
+        given_uid, key = self._last_given
+        if given_uid == uid:
+            self.manager.next_pod_skipped(key)
 
     # --- PreFilter / PostFilter ---------------------------------------------------------------------
     def _before_pre_filter(self, state: CycleState, pod: PodInfo) -> Status:
