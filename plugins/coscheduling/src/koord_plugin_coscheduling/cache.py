@@ -17,6 +17,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from koord_framework.api.objects import PodInfo
 from koord_framework.cluster.clock import parse_time
 from koord_plugin_coscheduling.args import CoschedulingArgs
 from koord_plugin_coscheduling.constants import MATCH_POLICY_ONCE_SATISFIED, POD_GROUP_LABEL
@@ -117,6 +118,27 @@ class GangCache:
 
     def _on_pod(self, obj: Mapping[str, Any], *, created: bool) -> None:
         pod, labels, annotations = member_from_manifest(obj)
+        self._ingest(pod, labels, annotations, created=created)
+
+    def ensure_member(self, info: PodInfo) -> None:
+        """Count a pod the scheduler is about to judge even if its watch event has not reached this cache yet
+        (the scheduler's queue and this cache follow the same watch, in that order)."""
+        name = gang_name_of(info.labels, info.annotations)
+        if not name:
+            return
+        with self.lock:
+            gang = self.gangs.get(gang_id(info.namespace, name))
+            if gang is not None and info.key in gang.children:
+                return
+        owners = tuple(r.name for r in info.owner_refs)
+        pod = MemberPod(
+            info.namespace, info.name, info.uid, info.node_name, info.phase, owners, info.creation_time
+        )
+        self._ingest(pod, info.labels, info.annotations, created=False)
+
+    def _ingest(
+        self, pod: MemberPod, labels: Mapping[str, str], annotations: Mapping[str, str], *, created: bool
+    ) -> None:
         name = gang_name_of(labels, annotations)
         if not name:
             return

@@ -275,6 +275,7 @@ class GangManager:
             if gang.match_policy == MATCH_POLICY_ONCE_SATISFIED and gang.once_resource_satisfied:
                 return Status.unschedulable()
             message = self._summary_and_record_failure(pod, filtered)
+            self.rejections[gang.gang_group_id] = message
             if gang.mode == GANG_MODE_STRICT:
                 gang.group_info.clear_waiting_gang()
                 self._reject_group(frozenset(gang.gang_group), message)
@@ -329,6 +330,7 @@ class GangManager:
                 return 0
             group = set(gang.gang_group)
             info = gang.group_info
+            self.rejections.pop(gang.gang_group_id, None)
             if not info.binding_member_pods:
                 info.binding_member_pods = {p.uid for p in self.cache.waiting_pods(gang.gang_group)}
             waiting = self._waiting_of(group)

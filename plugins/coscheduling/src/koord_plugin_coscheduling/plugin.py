@@ -168,6 +168,7 @@ class Coscheduling(
             self.handle.activate_pods([PodInfo.from_manifest(obj)])
 
     def pre_enqueue(self, pod: PodInfo) -> Status:
+        self.cache.ensure_member(pod)
         err = self.manager.pre_enqueue(pod)
         if err:
             return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, self._reasons(err, pod))
