@@ -129,7 +129,7 @@ def test_permit_gang_group_succeeds_when_every_gang_has_enough() -> None:
     assert manager.permit(PodInfo.from_manifest(pod)) == (0.0, "Success")
 
 
-# --- gang cache (TestGangCache_*) ----------------------------------------------------------------------------
+# --- gang cache (TestGangCache_*) -----------------------------------------------------------------------
 def test_pod_group_update_reinitialises_and_delete_forgets() -> None:
     cache, _ = _world()
     pg = pod_group("g", 2, timeout=20)
@@ -166,7 +166,7 @@ def test_legacy_lightweight_labels_define_a_gang() -> None:
     assert gang.has_gang_init and gang.min_required == 3 and gang.total_children == 3
 
 
-# --- bad input: Koordinator's fallbacks, with the reason recorded ---------------------------------------------
+# --- bad input: Koordinator's fallbacks, with the reason recorded ----------------------------------------
 @pytest.mark.parametrize(
     ("annotations", "field", "check"),
     [
@@ -219,8 +219,8 @@ def test_min_available_that_is_not_a_number_leaves_the_gang_uninitialised_with_a
     assert outcome.status == "Unschedulable"
     assert "gang has not init, gangName: default/a, podName: default/p0" in outcome.message
     assert (
-        "pod default/p0: annotation gang.scheduling.koordinator.sh/min-available 'two' is not a 32-bit integer"
-        in (outcome.message)
+        "pod default/p0: annotation gang.scheduling.koordinator.sh/min-available 'two' "
+        "is not a 32-bit integer" in (outcome.message)
     )
 
 
@@ -278,7 +278,7 @@ def test_args_defaults_are_koordinators() -> None:
     assert args.default_match_policy == "once-satisfied"
 
 
-# --- the PodGroup controller (controller/podgroup_test.go) ---------------------------------------------------
+# --- the PodGroup controller (controller/podgroup_test.go) ----------------------------------------------
 def _members(n: int, phase: str) -> list[MemberPod]:
     return [MemberPod("default", f"p{k}", f"p{k}", "n1", phase) for k in range(n)]
 
