@@ -120,6 +120,8 @@ def render_table(result: SimulationResult, *, explain: bool = False) -> str:
         f"{s['scheduled']} scheduled, {s['unschedulable']} unschedulable, {s['waiting']} waiting"
         f" in {s['seconds']:.2f} s ({s['podsPerSecond']:.0f} pods/s)"
     )
+    for name, rows in result.plugins.items():
+        lines += _plugin_table(name, rows, result.plugin_columns.get(name, ()))
     if explain:
         lines.append("per-node Filter verdicts and scores: --output json or --output yaml")
     if result.nodes:
@@ -131,6 +133,21 @@ def render_table(result: SimulationResult, *, explain: bool = False) -> str:
             mem = _usage(n.requested.get("memory", "0"), n.allocatable.get("memory", "0"), n, "memory")
             lines.append(f"{cut(n.name, name_w):<{name_w}} {n.pods:>5}  {cpu:<30} {mem}")
     return "\n".join(lines) + "\n"
+
+
+def _plugin_table(name: str, rows: list[dict[str, Any]], columns: tuple[str, ...]) -> list[str]:
+    """A plugin's own section (``ReportingPlugin``): its chosen columns, the last one cut to the width."""
+    if not rows or not columns:
+        return []
+    cells = [[str(row.get(c, "")) for c in columns] for row in rows]
+    widths = [min(max(len(c), *(len(r[i]) for r in cells)), 36) for i, c in enumerate(columns)]
+    head = [c.upper() for c in columns]
+    out = ["", f"{name}:"]
+    for r in [head, *cells]:
+        fixed = " ".join(f"{cut(v, w):<{w}}" for v, w in zip(r[:-1], widths[:-1]))
+        room = max(WIDTH - len(fixed) - 1, 16)
+        out.append(f"{fixed} {cut(r[-1], room)}".rstrip())
+    return out
 
 
 def _usage(requested: str, allocatable: str, node: Any, resource: str) -> str:

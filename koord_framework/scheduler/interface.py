@@ -24,7 +24,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from koord_framework.api.objects import PodInfo
 from koord_framework.handle import BaseHandle
@@ -212,6 +212,20 @@ class NextPodPlugin(abc.ABC):
 
     def next_pod_skipped(self, uid: str) -> None:  # noqa: B027 - optional hook, empty by default
         """The pod ``next_pod`` named could not be taken from the queue (see the class docstring)."""
+
+
+class ReportingPlugin(abc.ABC):
+    """A plugin with its own section in ``koord simulate``'s report (Coscheduling: one row per gang).
+
+    Not a profile extension point: asked once, after the simulation, by the simulation driver. ``report``
+    returns JSON-able rows (the ``plugins.<Name>`` list of ``--output json``); ``report_columns`` names the
+    keys of a row the table form shows, in order.
+    """
+
+    report_columns: ClassVar[tuple[str, ...]] = ()
+
+    @abc.abstractmethod
+    def report(self, explain: bool) -> list[dict[str, Any]]: ...
 
 
 class PreFilterExtensions(abc.ABC):
@@ -431,6 +445,7 @@ __all__ = [
     "PreScorePlugin",
     "QueueSortPlugin",
     "QueuedPodInfo",
+    "ReportingPlugin",
     "ReservePlugin",
     "SchedulerPlugin",
     "ScoreExtensions",

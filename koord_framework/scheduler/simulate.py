@@ -23,6 +23,7 @@ from koord_framework.cluster.clock import VirtualClock
 from koord_framework.cluster.memory import MemoryCluster
 from koord_framework.config.loader import LoadedSchedulerConfig, load_scheduler_config
 from koord_framework.registry import PluginRegistry
+from koord_framework.scheduler.interface import ReportingPlugin
 from koord_framework.scheduler.scheduler import PodOutcome, Scheduler
 
 SCHEDULED, UNSCHEDULABLE, WAITING = "Scheduled", "Unschedulable", "Waiting"
@@ -82,6 +83,9 @@ class SimulationResult:
     ignored: int = 0
     """Pending pods that name a scheduler no profile serves (left alone, as kube-scheduler leaves them)."""
     cycles: int = 0
+    plugins: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    """Plugin name → the rows of its own report section (``ReportingPlugin``), e.g. one per gang."""
+    plugin_columns: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def count(self, status: str) -> int:
         return sum(1 for p in self.pods if p.status == status)
@@ -102,11 +106,14 @@ class SimulationResult:
         }
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "pods": [p.to_dict() for p in self.pods],
             "summary": self.summary(),
             "nodes": [n.to_dict() for n in self.nodes],
         }
+        if self.plugins:
+            out["plugins"] = {name: list(rows) for name, rows in self.plugins.items()}
+        return out
 
 
 def simulate(
@@ -148,6 +155,11 @@ def simulate(
         sched.close()
     pods = _pod_reports(sched, [p.uid for p in ours], explain)
     result = SimulationResult(pods, _node_reports(sched), seconds, len(pending) - len(ours), cycles)
+    for fw in sched.frameworks.values():
+        for name, plugin in fw.plugins.items():
+            if isinstance(plugin, ReportingPlugin) and name not in result.plugins:
+                result.plugins[name] = plugin.report(explain)
+                result.plugin_columns[name] = tuple(plugin.report_columns)
     return result, cluster
 
 

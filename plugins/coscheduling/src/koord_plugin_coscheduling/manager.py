@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -49,7 +50,10 @@ from koord_plugin_coscheduling.gang import Gang, MemberPod, gang_id, gang_name_o
 
 log = logging.getLogger(__name__)
 
-__all__ = ["GangBindingInfo", "GangManager", "GangSchedulingContext", "PermitDecision"]
+__all__ = ["DECISIONS_KEPT", "GangBindingInfo", "GangManager", "GangSchedulingContext", "PermitDecision"]
+
+DECISIONS_KEPT = 64
+"""Permit decisions kept per gang: enough to explain the last rounds, bounded for a long-running scheduler."""
 
 
 @dataclass(slots=True)
@@ -114,8 +118,8 @@ class GangManager:
         self.handle = handle
         self._now = now or (lambda: 0.0)
         self.context: GangSchedulingContext | None = None
-        self.decisions: dict[str, list[PermitDecision]] = {}
-        """Gang → its Permit decisions (latest last), for reports."""
+        self.decisions: dict[str, deque[PermitDecision]] = {}
+        """Gang → its latest Permit decisions (oldest first, at most ``DECISIONS_KEPT``), for reports."""
         self.rejections: dict[str, str] = {}
         """Gang group id → why its waiting pods were last rejected."""
         self.record_decisions = True
@@ -401,6 +405,7 @@ class GangManager:
         if waiting:
             self.rejections[",".join(sorted(group))] = message
         for wp in waiting:
+            self.record(wp.pod, "Reject", message)
             wp.reject(NAME, message)
 
     # --- decisions (explain / report) -------------------------------------------------------------------
@@ -411,9 +416,10 @@ class GangManager:
         if not gid:
             return
         with self.cache.lock:
-            self.decisions.setdefault(gid, []).append(
-                PermitDecision(pod.key, gid, outcome, message, self._now())
-            )
+            kept = self.decisions.get(gid)
+            if kept is None:
+                kept = self.decisions[gid] = deque(maxlen=DECISIONS_KEPT)
+            kept.append(PermitDecision(pod.key, gid, outcome, message, self._now()))
 
 
 def _member(pod: PodInfo, node_name: str = "") -> MemberPod:

@@ -47,6 +47,7 @@ from koord_framework.scheduler.interface import (
     PreFilterPlugin,
     PreFilterResult,
     PreScorePlugin,
+    ReportingPlugin,
     ReservePlugin,
     SchedulerPlugin,
     ScorePlugin,
@@ -90,10 +91,20 @@ class Coscheduling(
     PreBindPlugin,
     PostBindPlugin,
     EnqueueExtensions,
+    ReportingPlugin,
 ):
     """Gang scheduling over PodGroups and gang annotations."""
 
     name: ClassVar[str] = NAME
+    report_columns: ClassVar[tuple[str, ...]] = (
+        "gang",
+        "minMember",
+        "bound",
+        "waiting",
+        "pending",
+        "verdict",
+        "why",
+    )
     Args: ClassVar[type[PluginArgs]] = CoschedulingArgs
 
     def __init__(self, args: PluginArgs, handle: Handle) -> None:
@@ -102,7 +113,6 @@ class Coscheduling(
         self.cs_args: CoschedulingArgs = parsed
         clock = handle.clock
         self.cache = GangCache(parsed, clock.now)
-        self.cache.activate = self._activate
         self._last_given: tuple[str, str] = ("", "")
         """(uid, key) of the member NextPod last gave: the scheduler reports a skip right after the answer."""
         self.manager = GangManager(parsed, self.cache, handle, now=clock.now)
@@ -118,6 +128,9 @@ class Coscheduling(
             "PodGroup", self._on_pod_group_add, self._on_pod_group_update, self.cache.on_pod_group_delete
         )
         informer.add_handler("Pod", self._on_pod_add, self._on_pod_update, self._on_pod_delete)
+        # Only now: the informer replays what it holds while the handlers are added, before the scheduler
+        # has a queue; those pods are queued (and judged by PreEnqueue) when the scheduler starts.
+        self.cache.activate = self._activate
 
     # --- events: the gang cache, then the controller's dirty set -----------------------------------
     def _on_pod_group_add(self, obj: Mapping[str, Any]) -> None:
@@ -266,6 +279,10 @@ class Coscheduling(
         """Per gang: members bound, waiting, pending, the last rejection and the problems of its spec."""
         self.controller.flush()
         return gang_reports(self.manager)
+
+    def report(self, explain: bool) -> list[dict[str, Any]]:
+        """``koord simulate``'s gang section: one row per gang; ``explain`` adds its Permit decisions."""
+        return [r.to_dict(explain) for r in self.gang_reports()]
 
     def _reasons(self, err: str, pod: PodInfo) -> tuple[str, ...]:
         """Koordinator's message first; then what was wrong with the gang's spec, if anything."""

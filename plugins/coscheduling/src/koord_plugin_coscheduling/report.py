@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from koord_framework.cluster.clock import format_time
+
 if TYPE_CHECKING:
     from koord_plugin_coscheduling.manager import GangManager
 
@@ -65,7 +67,7 @@ def gang_reports(manager: GangManager) -> list[GangReport]:
             waiting = len(gang.waiting_for_bind_children)
             pending = len(gang.pending_children)
             rejection = manager.rejections.get(gang.gang_group_id, "")
-            decisions = manager.decisions.get(gid, [])
+            decisions = list(manager.decisions.get(gid, ()))
             if not gang.has_gang_init:
                 verdict = "Pending"
                 why = (
@@ -105,7 +107,7 @@ def gang_reports(manager: GangManager) -> list[GangReport]:
                     why,
                     list(gang.problems),
                     [
-                        {"pod": d.pod, "decision": d.outcome, "message": d.message, "at": d.at}
+                        {"pod": d.pod, "decision": d.outcome, "message": d.message, "at": format_time(d.at)}
                         for d in decisions
                     ],
                 )
