@@ -26,13 +26,14 @@ from bench.scheduler_perf import Workload, run
 
 RESULTS = Path(__file__).resolve().with_name("results")
 ORDER = ("basic", "spread", "antiaffinity", "colocation-1k", "colocation-20k", "rss")
+ORDER += ("gang-1000x3", "gang-3x1000", "gang-80pct")  # bench/coscheduling.py
 """The order of ``--workload all``: about 5 minutes on 2 cores (most of it ``colocation-20k``)."""
 
 
 def all_workloads() -> dict[str, Workload]:
-    from bench import colocation, rss, scheduler_perf
+    from bench import colocation, coscheduling, rss, scheduler_perf
 
-    return {**scheduler_perf.WORKLOADS, **colocation.WORKLOADS, **rss.WORKLOADS}
+    return {**scheduler_perf.WORKLOADS, **colocation.WORKLOADS, **rss.WORKLOADS, **coscheduling.WORKLOADS}
 
 
 def _stderr(msg: str) -> None:

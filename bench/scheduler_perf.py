@@ -91,6 +91,8 @@ class Run:
     scheduler: Scheduler
     measured: list[Key]
     bound: dict[Key, float]
+    seconds: float = 0.0
+    """Wall seconds of the measured scheduling."""
 
 
 def default_config() -> LoadedSchedulerConfig:
@@ -317,7 +319,7 @@ def run(
         },
         "machine": machine(),
     }
-    finished = Run(cluster, sched, measured, bound)
+    finished = Run(cluster, sched, measured, bound, elapsed)
     if workload.verify is not None:
         t = perf_counter()
         report["checks"] = checks = workload.verify(finished)

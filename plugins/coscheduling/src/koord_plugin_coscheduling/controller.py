@@ -1,9 +1,9 @@
 """The PodGroup controller: keeps ``PodGroup.status`` (phase and counts) in step with the gang's pods.
 
 Koordinator's ``controller/podgroup.go``, as a level-triggered reconciler: ``next_status`` is the pure
-transition of one sync (one phase step per sync, as Koordinator's), ``PodGroupController.flush`` syncs the
-PodGroups whose pods or spec changed until they settle, and patches ``status`` (the status subresource) only
-when it changed.
+transition of one sync (one phase step per sync, as Koordinator's); ``PodGroupController.flush`` runs the
+steps of each PodGroup whose pods or spec changed until they settle and patches the settled ``status`` (the
+status subresource) once, only when it changed.
 
 Phases: "" → Pending; Pending → PreScheduling once the gang has ``minMember`` (> 0) pods; from then on the
 counts decide: Scheduling while fewer than ``minMember`` members are bound, else Scheduled; Running when
@@ -121,23 +121,31 @@ class PodGroupController:
         patches = 0
         for key in keys:
             namespace, _, name = key.partition("/")
+            pg = self._get(namespace, name)
+            if pg is None:
+                continue
+            with self.cache.lock:
+                gang = self.cache.gangs.get(key)
+                pods = list(gang.children.values()) if gang is not None else []
+                scheduled = len(gang.bound_children) if gang is not None else 0
+            current = self._current(pods)
+            old = dict(pg.get("status") or {})
+            # Koordinator's controller moves one phase per sync and is requeued by its own update; the
+            # steps are run here until they settle and only the settled status is written (one patch).
+            status = old
             for _ in range(_MAX_STEPS):
-                pg = self._get(namespace, name)
-                if pg is None:
+                new = next_status({**pg, "status": status}, current, scheduled, self._now())
+                if new == status:
                     break
-                with self.cache.lock:
-                    gang = self.cache.gangs.get(key)
-                    pods = list(gang.children.values()) if gang is not None else []
-                    scheduled = len(gang.bound_children) if gang is not None else 0
-                new = next_status(pg, self._current(pods), scheduled, self._now())
-                if new == (pg.get("status") or {}):
-                    break
-                try:
-                    self.cluster.patch("PodGroup", name, namespace, {"status": new}, status=True)
-                except ClusterError as exc:
-                    log.warning("could not update the status of PodGroup %s: %s", key, exc)
-                    break
-                patches += 1
+                status = new
+            if status == old:
+                continue
+            try:
+                self.cluster.patch("PodGroup", name, namespace, {"status": status}, status=True)
+            except ClusterError as exc:
+                log.warning("could not update the status of PodGroup %s: %s", key, exc)
+                continue
+            patches += 1
         return patches
 
     def _current(self, pods: Sequence[MemberPod]) -> list[MemberPod]:

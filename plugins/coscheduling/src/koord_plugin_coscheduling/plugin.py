@@ -165,12 +165,10 @@ class Coscheduling(
 
     # --- queueing -----------------------------------------------------------------------------------
     def events_to_register(self) -> list[ClusterEvent]:
-        # A gang member this plugin held back is mostly released by this plugin itself (NextPod and
-        # activations from the gang cache); room that appears or a PodGroup that changes may help too.
-        return [
-            ClusterEvent("Node", "Add|Update"),
-            ClusterEvent("PodGroup", "Add|Update"),
-        ]
+        # A gang member this plugin held back is released by this plugin itself (NextPod, and activations
+        # when a gang completes or its PodGroup arrives); only new room helps from outside. Not PodGroup
+        # updates: the controller's status writes would move every held-back member on every bind.
+        return [ClusterEvent("Node", "Add|Update")]
 
     def _activate(self, member: MemberPod) -> None:
         obj = self.handle.informer.get("Pod", member.name, member.namespace)
@@ -272,7 +270,11 @@ class Coscheduling(
     def post_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
         for member in self.manager.post_bind(pod):
             self._activate(member)
-        self.controller.flush()
+        gang = self.manager.gang_of(pod)
+        if gang is None or not gang.waiting_for_bind_children:
+            # Once per batch of members bound together (not per pod): the statuses of every gang changed
+            # since the last flush are written in one go.
+            self.controller.flush()
 
     # --- reports ----------------------------------------------------------------------------------------
     def gang_reports(self) -> list[GangReport]:
