@@ -92,15 +92,23 @@ def _verify(baseline: Workload) -> Callable[[Run], dict[str, Any]]:
         base, _ = run(baseline, nodes=nodes, pods=len(finished.measured))
         base_rate = base["podsPerSecond"]["mean"]
         ratio = gang_rate / base_rate if base_rate else 0.0
+        gang_cpu_rate = len(finished.bound) / max(finished.cpu_seconds, 1e-9)
+        base_cpu_rate = base["podsPerSecond"]["perCpuSecond"]
+        cpu_ratio = gang_cpu_rate / base_cpu_rate if base_cpu_rate else 0.0
         return {
             "gangs": {
                 "violations": len(violations),
                 "examples": violations[:5],
                 "podsPerSecond": round(gang_rate, 1),
                 "withoutGangsPodsPerSecond": base_rate,
-                "withoutGangsScheduled": base["scheduled"],
                 "ratio": round(ratio, 3),
-                "ok": not violations and ratio >= 0.5,
+                "perCpuSecond": round(gang_cpu_rate, 1),
+                "withoutGangsPerCpuSecond": base_cpu_rate,
+                "cpuRatio": round(cpu_ratio, 3),
+                "withoutGangsScheduled": base["scheduled"],
+                # Wall-clock rates of two runs on a shared machine move by more than the difference measured;
+                # CPU seconds are the fairer comparison, and both must hold.
+                "ok": not violations and ratio >= 0.5 and cpu_ratio >= 0.5,
             }
         }
 
