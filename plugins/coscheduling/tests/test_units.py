@@ -238,7 +238,9 @@ def test_pod_group_with_min_member_zero_never_holds_its_pods() -> None:
     h.run_until_idle()
     bound = [p for p in h.cluster.list("Pod")[0] if p["spec"].get("nodeName")]
     assert len(bound) == 1  # room for one; nothing gang-related holds either pod back
-    gang = h.plugin("Coscheduling").cache.gangs["default/z"]  # type: ignore[attr-defined]
+    plugin = h.plugin("Coscheduling")
+    assert isinstance(plugin, Coscheduling)
+    gang = plugin.cache.gangs["default/z"]
     assert gang.problems == ["PodGroup default/z: spec.minMember is 0, so the gang never holds its pods back"]
 
 
@@ -323,3 +325,17 @@ def test_controller_writes_pod_group_status_as_the_gang_binds() -> None:
     status = h.cluster.get("PodGroup", "g", "default")["status"]
     # Bound, not yet running (nothing runs containers in the embedded cluster).
     assert status["phase"] == "Scheduled" and status["scheduled"] == 2 and status["running"] == 0
+
+
+def test_decisions_of_gangs_that_are_gone_are_forgotten() -> None:
+    cache, manager = _world()
+    for g in range(40):
+        ann = {
+            "gang.scheduling.koordinator.sh/name": f"g{g}",
+            "gang.scheduling.koordinator.sh/min-available": "1",
+        }
+        pod = make_pod(f"p{g}", annotations=ann, uid=f"p{g}")
+        cache.on_pod_add(pod)
+        manager.record(PodInfo.from_manifest(pod), "Wait", "waiting")
+        cache.on_pod_delete(pod)
+    assert len(manager.decisions) <= 2 * len(cache.gangs) + 17

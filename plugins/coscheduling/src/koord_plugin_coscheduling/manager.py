@@ -418,8 +418,20 @@ class GangManager:
         with self.cache.lock:
             kept = self.decisions.get(gid)
             if kept is None:
+                if len(self.decisions) >= 2 * len(self.cache.gangs) + 16:
+                    self._forget_gone_gangs()
                 kept = self.decisions[gid] = deque(maxlen=DECISIONS_KEPT)
             kept.append(PermitDecision(pod.key, gid, outcome, message, self._now()))
+
+    def _forget_gone_gangs(self) -> None:
+        """Drop the decisions and rejections of gangs no longer in the cache (a long-running scheduler sees
+        jobs come and go); amortised over the records that trigger it."""
+        gangs = self.cache.gangs
+        for gid in [g for g in self.decisions if g not in gangs]:
+            del self.decisions[gid]
+        live_groups = {g.gang_group_id for g in gangs.values()}
+        for group in [g for g in self.rejections if g not in live_groups]:
+            del self.rejections[group]
 
 
 def _member(pod: PodInfo, node_name: str = "") -> MemberPod:
