@@ -123,7 +123,7 @@ def render_table(result: SimulationResult, *, explain: bool = False) -> str:
     for name, rows in result.plugins.items():
         lines += _plugin_table(name, rows, result.plugin_columns.get(name, ()))
     if explain:
-        lines.append("per-node Filter verdicts and scores: --output json or --output yaml")
+        lines.append("per-node Filter verdicts, scores and plugin details (Permit decisions): -o json|yaml")
     if result.nodes:
         lines.append("")
         name_w = min(max([len("NODE"), *(len(n.name) for n in result.nodes)]), 30)
