@@ -26,11 +26,12 @@ from bench.scheduler_perf import Workload, run
 
 RESULTS = Path(__file__).resolve().with_name("results")
 ORDER = ("basic", "spread", "antiaffinity", "colocation-1k", "colocation-20k", "rss")
+ORDER += ("gang-1000x3", "gang-3x1000", "gang-80pct")  # bench/coscheduling.py
 """The order of ``--workload all``: about 5 minutes on 2 cores (most of it ``colocation-20k``)."""
 
 
 def all_workloads() -> dict[str, Workload]:
-    from bench import colocation, deviceshare, numa, reservation, rss, scheduler_perf
+    from bench import colocation, coscheduling, deviceshare, numa, reservation, rss, scheduler_perf
 
     return {
         **scheduler_perf.WORKLOADS,
@@ -39,6 +40,7 @@ def all_workloads() -> dict[str, Workload]:
         **reservation.WORKLOADS,
         **numa.WORKLOADS,
         **deviceshare.WORKLOADS,
+        **coscheduling.WORKLOADS,
     }
 
 

@@ -91,6 +91,10 @@ class Run:
     scheduler: Scheduler
     measured: list[Key]
     bound: dict[Key, float]
+    seconds: float = 0.0
+    """Wall seconds of the measured scheduling."""
+    cpu_seconds: float = 0.0
+    """CPU seconds of the measured scheduling (the fair comparison on a shared machine)."""
 
 
 def default_config() -> LoadedSchedulerConfig:
@@ -317,7 +321,7 @@ def run(
         },
         "machine": machine(),
     }
-    finished = Run(cluster, sched, measured, bound)
+    finished = Run(cluster, sched, measured, bound, elapsed, cpu)
     if workload.verify is not None:
         t = perf_counter()
         report["checks"] = checks = workload.verify(finished)

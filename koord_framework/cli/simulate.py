@@ -128,6 +128,8 @@ def render_table(result: SimulationResult, *, explain: bool = False) -> str:
         f"{s['scheduled']} scheduled, {s['unschedulable']} unschedulable, {s['waiting']} waiting"
         f" in {s['seconds']:.2f} s ({s['podsPerSecond']:.0f} pods/s)"
     )
+    for name, rows in result.plugins.items():
+        lines += _plugin_table(name, rows, result.plugin_columns.get(name, ()))
     if explain:
         # The MESSAGE column is cut to the terminal; an explanation wants the whole reason (a quota's
         # runtime, used and request, say).
@@ -135,7 +137,7 @@ def render_table(result: SimulationResult, *, explain: bool = False) -> str:
         if refused:
             lines.append("")
             lines.extend(f"{p.pod}: {p.message}" for p in refused)
-        lines.append("per-node Filter verdicts and scores: --output json or --output yaml")
+        lines.append("per-node Filter verdicts, scores and plugin details (Permit decisions): -o json|yaml")
     if result.nodes:
         lines.append("")
         name_w = min(max([len("NODE"), *(len(n.name) for n in result.nodes)]), 30)
@@ -172,6 +174,28 @@ def _rejections(filtered: dict[str, dict[str, str]]) -> list[str]:
     for (plugin, reason), nodes in sorted(by_reason.items(), key=lambda item: -len(item[1])):
         shown = ", ".join(nodes[:3]) + (f" (+{len(nodes) - 3})" if len(nodes) > 3 else "")
         out.append(f"    {plugin or '-'} on {shown}: {reason}")
+    return out
+
+
+def _cell(value: Any) -> str:
+    """A report cell: a resource list reads as ``cpu=3,memory=1Gi``, anything else as its text."""
+    if isinstance(value, dict):
+        return ",".join(f"{k}={v}" for k, v in value.items()) or "-"
+    return str(value)
+
+
+def _plugin_table(name: str, rows: list[dict[str, Any]], columns: tuple[str, ...]) -> list[str]:
+    """A plugin's own section (``ReportingPlugin``): its chosen columns, the last one cut to the width."""
+    if not rows or not columns:
+        return []
+    cells = [[_cell(row.get(c, "")) for c in columns] for row in rows]
+    widths = [min(max(len(c), *(len(r[i]) for r in cells)), 36) for i, c in enumerate(columns)]
+    head = [c.upper() for c in columns]
+    out = ["", f"{name}:"]
+    for r in [head, *cells]:
+        fixed = " ".join(f"{cut(v, w):<{w}}" for v, w in zip(r[:-1], widths[:-1]))
+        room = max(WIDTH - len(fixed) - 1, 16)
+        out.append(f"{fixed} {cut(r[-1], room)}".rstrip())
     return out
 
 

@@ -25,7 +25,7 @@ import abc
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from typing import ClassVar, Protocol, cast, overload
+from typing import Any, ClassVar, Protocol, cast, overload
 
 import numpy as np
 
@@ -270,14 +270,6 @@ class ControllerProvider(abc.ABC):
     def new_controllers(self) -> list[BackgroundController]: ...
 
 
-class SimulationReporter(abc.ABC):
-    """A plugin with state worth showing after ``koord simulate`` (quota usage, ...): the JSON output gets
-    ``plugins.<name>`` = ``simulation_report()``."""
-
-    @abc.abstractmethod
-    def simulation_report(self) -> dict[str, object]: ...
-
-
 # --- extension points -----------------------------------------------------------------------------
 class SchedulerPlugin(Plugin[ArgsT]):
     """Base of scheduler plugins: constructed once per profile with validated args and the handle."""
@@ -316,6 +308,38 @@ class QueueSortPlugin(ExtensionPoint):
 
     @abc.abstractmethod
     def less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool: ...
+
+
+class NextPodPlugin(abc.ABC):
+    """Chooses the next pod to schedule ahead of the queue (Koordinator's ``frameworkext.NextPodPlugin``).
+
+    Not a profile extension point: a plugin enabled in a profile that also subclasses this is asked before
+    every pop. ``next_pod`` returns the uid of a pending pod the scheduler should take out of the queue
+    (wherever it waits, skipping this plugin's own PreEnqueue gate) and schedule now, or None to let the queue
+    decide. A uid the queue cannot give (the pod is in flight, gone, not this scheduler's, or held back by
+    another plugin's PreEnqueue) is reported to ``next_pod_skipped`` and the plugin is asked again.
+    Coscheduling uses it to schedule a gang's members back to back.
+    """
+
+    @abc.abstractmethod
+    def next_pod(self) -> str | None: ...
+
+    def next_pod_skipped(self, uid: str) -> None:  # noqa: B027 - optional hook, empty by default
+        """The pod ``next_pod`` named could not be taken from the queue (see the class docstring)."""
+
+
+class ReportingPlugin(abc.ABC):
+    """A plugin with its own section in ``koord simulate``'s report (Coscheduling: one row per gang).
+
+    Not a profile extension point: asked once, after the simulation, by the simulation driver. ``report``
+    returns JSON-able rows (the ``plugins.<Name>`` list of ``--output json``); ``report_columns`` names the
+    keys of a row the table form shows, in order.
+    """
+
+    report_columns: ClassVar[tuple[str, ...]] = ()
+
+    @abc.abstractmethod
+    def report(self, explain: bool) -> list[dict[str, Any]]: ...
 
 
 class PreFilterExtensions(abc.ABC):
@@ -531,20 +555,6 @@ class PermitPlugin(ExtensionPoint):
     def permit(self, state: CycleState, pod: PodInfo, node_name: str) -> tuple[Status, float]: ...
 
 
-class VectorNormalize(abc.ABC):
-    """The vectorised form of ``ScoreExtensions.normalize_score``, for a plugin's score extensions object.
-
-    ``normalize_all`` gets the raw scores of ``rows`` and returns the normalized ones (a new array or the
-    same one rewritten). Without it the framework builds a ``list[NodeScore]`` per pod, which on hundreds
-    of feasible nodes costs more than the normalisation itself.
-    """
-
-    @abc.abstractmethod
-    def normalize_all(
-        self, state: CycleState, pod: PodInfo, rows: Int64Array, scores: Int64Array
-    ) -> Int64Array: ...
-
-
 class PreBindPlugin(ExtensionPoint):
     """Work before Bind (write allocation annotations into ``state.pod_mutation``). Failure unreserves."""
 
@@ -645,6 +655,7 @@ __all__ = [
     "FilterPlugin",
     "Handle",
     "Int64Array",
+    "NextPodPlugin",
     "NodeInfo",
     "NodeScore",
     "NodeTable",
@@ -662,11 +673,11 @@ __all__ = [
     "PreScorePlugin",
     "QueueSortPlugin",
     "QueuedPodInfo",
+    "ReportingPlugin",
     "ReservePlugin",
     "SchedulerPlugin",
     "ScoreExtensions",
     "ScorePlugin",
-    "SimulationReporter",
     "SnapshotView",
     "Status",
     "VectorFilter",

@@ -17,7 +17,8 @@ with backoff.
 ``run_until_idle`` drives a simulation on a ``VirtualClock``: it schedules while pods are ready, and when
 nothing is, jumps the clock to the next timer (a backoff ending, a Permit timeout). It stops when nothing is
 left, or when no progress is possible: after a pod has been tried ``STALL_ATTEMPTS`` times since the last
-binding or deletion, its timers no longer move the clock (retrying would repeat the same failure forever).
+binding, deletion or node change, its timers no longer move the clock (retrying would repeat the same
+failure forever).
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ from koord_framework.scheduler.interface import (
     BackgroundController,
     ClusterEvent,
     ControllerProvider,
+    NextPodPlugin,
     NodeToStatusReader,
     QueuedPodInfo,
     WaitingPod,
@@ -78,6 +80,8 @@ MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
 STALL_ATTEMPTS = 3
 """Attempts of a pod since the last progress after which its timers stop moving a simulation's clock."""
 NO_NODES_MESSAGE = "no nodes available to schedule pods"
+_MAX_NEXT_POD_ANSWERS = 1 << 20
+"""Answers of one NextPod plugin per pop before the queue decides (a guard against a plugin that loops)."""
 
 EVENT_POD_ADD = ClusterEvent("Pod", "Add")
 EVENT_POD_UPDATE = ClusterEvent("Pod", "Update")
@@ -463,6 +467,12 @@ class Scheduler:
             handle.bind_framework(fw)
             self.handles[spec.scheduler_name] = handle
             self.frameworks[spec.scheduler_name] = fw
+        self._next_pod_plugins: list[tuple[str, NextPodPlugin]] = [
+            (name, inst)
+            for fw in self.frameworks.values()
+            for name, inst in fw.plugins.items()
+            if isinstance(inst, NextPodPlugin)
+        ]
         first = next(iter(self.frameworks.values()))
         less = first.less if first.queue_sort else default_less
         sort_key = getattr(first.queue_sort[0][1], "sort_key", None) if first.queue_sort else default_sort_key
@@ -546,11 +556,13 @@ class Scheduler:
     # --- event handlers ---------------------------------------------------------------------------------
     def _on_node_add(self, node: NodeRecord) -> None:
         self.cache.add_node(node)
+        self._epoch += 1  # new room is progress: stalled pods get their retries (and timers) back
         self._move(EVENT_NODE_ADD)
 
     def _on_node_update(self, old: NodeRecord, new: NodeRecord) -> None:
         self.cache.update_node(old, new)
         if _node_changed(old, new):
+            self._epoch += 1
             self._move(EVENT_NODE_UPDATE)
 
     def _on_node_delete(self, node: NodeRecord) -> None:
@@ -645,9 +657,29 @@ class Scheduler:
         return s
 
     # --- the scheduling cycle ---------------------------------------------------------------------------
+    def _pop(self, *, block: bool = False, timeout: float | None = None) -> QueuedPodInfo | None:
+        """The next pod: the one a NextPod plugin names (taken out of the queue), else the queue's head."""
+        for name, plugin in self._next_pod_plugins:
+            # Each answer is one the plugin will not give again, so this ends; the bound is a safety net.
+            for _ in range(_MAX_NEXT_POD_ANSWERS):
+                try:
+                    uid = plugin.next_pod()
+                except Exception:
+                    log.exception("NextPod of plugin %s failed", name)
+                    break
+                if uid is None:
+                    break
+                gate = self.queue.gate_of(uid)
+                # Another plugin's PreEnqueue gate is respected; only the asking plugin's own is lifted.
+                info = self.queue.take(uid) if not gate or gate == name else None
+                if info is not None:
+                    return info
+                plugin.next_pod_skipped(uid)
+        return self.queue.pop(block=block, timeout=timeout)
+
     def schedule_one(self) -> bool:
         """Pop one pod and run its scheduling cycle (and, in deterministic mode, its binding cycle)."""
-        info = self.queue.pop()
+        info = self._pop()
         if info is None:
             return False
         self._scheduling_cycle(info)
@@ -1101,15 +1133,17 @@ class Scheduler:
 
         When no pod is ready, the clock jumps to the next live timer (a ``VirtualClock`` is set; another
         clock is slept on). Pods the unschedulable map holds are not flushed by jumping the clock: nothing has
-        changed for them.
+        changed for them. When no live timer is left but pods still wait at Permit, the clock jumps to their
+        deadlines so that they end rejected (see ``_final_permit_deadline``).
         """
         self.start()
         cycles = 0
+        final: dict[int, int] = {}
         while not self._stopped:
             self._drain_bindings()
             if self._executor is not None:
                 self.wait_for_bindings()
-            info = self.queue.pop()
+            info = self._pop()
             if info is not None:
                 self._scheduling_cycle(info)
                 self._drain_bindings()
@@ -1123,7 +1157,10 @@ class Scheduler:
                 continue
             when = self.next_timer()
             if when is None:
-                break
+                when = self._final_permit_deadline(final)
+                if when is None:
+                    break
+                final[self._epoch] = final.get(self._epoch, 0) + 1
             now = self.clock.now()
             if when > now:
                 if isinstance(self.clock, VirtualClock):
@@ -1149,6 +1186,18 @@ class Scheduler:
         pending = [d for d in self._controller_due if d is not None]
         return min(pending) if pending else None
 
+    def _final_permit_deadline(self, final: Mapping[int, int]) -> float | None:
+        """When nothing else can happen, the earliest Permit deadline of the pods still waiting.
+
+        Nothing will ever allow them (the simulation has no more events), so their timeouts decide: jumping
+        to them reports those pods rejected with their plugin's reason instead of leaving them holding
+        resources. Bounded per progress epoch, since a rejected pod may be retried and wait again.
+        """
+        if final.get(self._epoch, 0) >= STALL_ATTEMPTS:
+            return None
+        deadlines = [d for wp in self.waiting.list() if (d := wp.deadline()) is not None]
+        return min(deadlines) if deadlines else None
+
     def run(self, stop: threading.Event, *, poll: float = 0.5) -> None:
         """The live loop: schedule as pods come, until ``stop`` is set (bindings run asynchronously)."""
         self.start()
@@ -1166,7 +1215,7 @@ class Scheduler:
                 d = wp.deadline()
                 if d is not None:
                     timeout = max(0.0, min(timeout, d - now))
-            info = self.queue.pop(block=True, timeout=timeout)
+            info = self._pop(block=True, timeout=timeout)
             if info is not None:
                 self._scheduling_cycle(info)
             self._drain_bindings()

@@ -23,7 +23,7 @@ from koord_framework.cluster.clock import VirtualClock
 from koord_framework.cluster.memory import MemoryCluster
 from koord_framework.config.loader import LoadedSchedulerConfig, load_scheduler_config
 from koord_framework.registry import PluginRegistry
-from koord_framework.scheduler.interface import SimulationReporter
+from koord_framework.scheduler.interface import ReportingPlugin
 from koord_framework.scheduler.scheduler import PodOutcome, Scheduler
 
 SCHEDULED, UNSCHEDULABLE, WAITING = "Scheduled", "Unschedulable", "Waiting"
@@ -109,8 +109,9 @@ class SimulationResult:
     """Pending pods that name a scheduler no profile serves (left alone, as kube-scheduler leaves them)."""
     cycles: int = 0
     reservations: list[ReservationReport] = field(default_factory=list)
-    plugins: dict[str, Any] = field(default_factory=dict)
-    """``SimulationReporter`` plugins' reports after the run, by plugin name."""
+    plugins: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    """Plugin name → the rows of its own report section (``ReportingPlugin``), e.g. one per gang."""
+    plugin_columns: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def count(self, status: str) -> int:
         return sum(1 for p in self.pods if p.status == status)
@@ -142,7 +143,7 @@ class SimulationResult:
         if self.reservations:
             out["reservations"] = [r.to_dict() for r in self.reservations]
         if self.plugins:
-            out["plugins"] = self.plugins
+            out["plugins"] = {name: list(rows) for name, rows in self.plugins.items()}
         return out
 
 
@@ -188,8 +189,9 @@ def simulate(
     result.reservations = _reservation_reports(sched, cluster)
     for fw in sched.frameworks.values():
         for name, plugin in fw.plugins.items():
-            if isinstance(plugin, SimulationReporter):
-                result.plugins[name] = plugin.simulation_report()
+            if isinstance(plugin, ReportingPlugin) and name not in result.plugins:
+                result.plugins[name] = plugin.report(explain)
+                result.plugin_columns[name] = tuple(plugin.report_columns)
     return result, cluster
 
 

@@ -186,7 +186,9 @@ def test_a_distribution_outside_the_repo_contributes_a_kind_koord_simulate_loads
     )
     cluster = tmp_path / "cluster"
     cluster.mkdir()
-    for src in (ROOT / "configs" / "examples" / "cluster").iterdir():
+    # The base example (nodes, metrics, pods): every pod of it fits, so exit 0 means the run went well. The
+    # plugins' example files add pods that cannot fit by design.
+    for src in sorted((ROOT / "configs" / "examples" / "cluster").glob("[0-9]*.yaml")):
         (cluster / src.name).write_text(src.read_text())
     policy = {
         "apiVersion": "example.dev/v1alpha1",

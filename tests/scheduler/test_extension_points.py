@@ -461,8 +461,9 @@ def test_the_harness_fixture_builds_fresh_harnesses(koord_scheduler_harness: Any
     assert a.clock.now() == 1_717_200_000.0 and b.clock.now() == 1_704_067_200.0
 
 
-def test_a_simulation_ends_with_a_pod_still_waiting_when_waiting_longer_cannot_help(fake_plugin: Any) -> None:
-    """After three fruitless attempts, a Permit timeout no longer moves the virtual clock."""
+def test_a_simulation_ends_with_a_pod_still_waiting_rejected_at_its_permit_deadline(fake_plugin: Any) -> None:
+    """When nothing else can happen, the virtual clock jumps to the Permit deadline of a pod still waiting:
+    nothing would ever allow it, so its timeout decides, and it is reported rejected, not holding a node."""
     tries: list[int] = []
 
     def permit(p: Any, state: Any, pod: Any, node: str) -> tuple[Status, float]:
@@ -476,9 +477,11 @@ def test_a_simulation_ends_with_a_pod_still_waiting_when_waiting_longer_cannot_h
     start = h.clock.now()
     h.run_until_idle()
     result = h.result(make_pod("p"))
-    assert result.outcome == "Waiting" and result.node == "n1"
-    assert result.message == "waiting at Permit for Lonely"
-    assert h.clock.now() - start == pytest.approx(3.0)  # the two backoffs, not the 600 s wait
+    assert result.outcome == "Unschedulable" and result.node is None
+    assert result.message == "rejected due to timeout after waiting 600s at plugin Lonely"
+    assert not h.scheduler.waiting.list()
+    # The two backoffs, then the 600 s wait (the pod is stalled: its retries no longer move the clock).
+    assert h.clock.now() - start == pytest.approx(603.0)
 
 
 def test_a_vectorised_form_without_its_extension_point_is_refused() -> None:

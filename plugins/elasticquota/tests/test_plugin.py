@@ -230,8 +230,8 @@ def test_pods_created_before_their_quota_move_to_it() -> None:
 def test_simulation_report_lists_every_quota() -> None:
     h = harness()
     h.add(eq("a", "8", "2"), qpod("a1", "a", "3", node="n1"))
-    report = plugin_of(h).simulation_report()
-    quotas = {q["name"]: q for q in report["quotas"]}  # type: ignore[union-attr]
+    report = plugin_of(h).report(explain=False)
+    quotas = {q["name"]: q for q in report}
     assert quotas["a"]["used"] == {"cpu": "3", "memory": "1Gi"}
     assert quotas["a"]["runtime"]["cpu"] == "3"
     assert DEFAULT_QUOTA_NAME in quotas

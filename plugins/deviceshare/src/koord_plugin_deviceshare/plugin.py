@@ -108,7 +108,7 @@ def _short(name: str) -> str:
 
 
 class DeviceShare(
-    SchedulerPlugin,
+    SchedulerPlugin[DeviceShareArgs],
     PreFilterPlugin,
     PreFilterExtensions,
     FilterPlugin,
@@ -128,10 +128,9 @@ class DeviceShare(
     name: ClassVar[str] = NAME
     Args: ClassVar[type[PluginArgs]] = DeviceShareArgs
 
-    def __init__(self, args: PluginArgs, handle: Handle) -> None:
-        parsed = self.parse_args(args)
-        assert isinstance(parsed, DeviceShareArgs)
-        super().__init__(parsed, handle)
+    def __init__(self, args: DeviceShareArgs, handle: Handle) -> None:
+        super().__init__(args, handle)
+        parsed = self.args
         self.ds_args: DeviceShareArgs = parsed
         strategy = parsed.scoring_strategy
         self.scorer = DeviceScorer(strategy.type, {r.name: r.weight for r in strategy.resources})

@@ -40,9 +40,9 @@ from koord_framework.scheduler.interface import (
     PreFilterExtensions,
     PreFilterPlugin,
     PreFilterResult,
+    ReportingPlugin,
     ReservePlugin,
     SchedulerPlugin,
-    SimulationReporter,
 )
 from koord_framework.scheduler.nodeinfo import NodeInfo
 from koord_framework.scheduler.status import Status
@@ -111,7 +111,7 @@ class ElasticQuota(
     ReservePlugin,
     EnqueueExtensions,
     ControllerProvider,
-    SimulationReporter,
+    ReportingPlugin,
 ):
     """Koordinator's ElasticQuota: quota admission in PreFilter, same-quota preemption in PostFilter."""
 
@@ -369,7 +369,9 @@ class ElasticQuota(
             if mgr is not None:
                 mgr.unreserve_pod(quota_name, pod)
 
-    def simulation_report(self) -> dict[str, object]:
+    report_columns = ("name", "parent", "min", "max", "runtime", "used")
+
+    def report(self, explain: bool) -> list[dict[str, Any]]:
         """Every quota after the run: tree, parent, min, max, runtime, request and used."""
         quotas = []
         for name, summary in sorted(self.quotas.summaries().items()):
@@ -385,7 +387,7 @@ class ElasticQuota(
                     },
                 }
             )
-        return {"quotas": quotas}
+        return quotas
 
     # --- reporting -----------------------------------------------------------------------------------
     def record_event(self, pod: PodInfo, reason: str, message: str) -> None:

@@ -128,9 +128,9 @@ class ElasticQuotaSpec:
         raw_ns = annotations.get(ANNOTATION_QUOTA_NAMESPACES, "")
         if raw_ns:
             try:
-                parsed = json.loads(raw_ns)
-                if isinstance(parsed, list) and all(isinstance(n, str) for n in parsed):
-                    namespaces = tuple(parsed)
+                decoded = json.loads(raw_ns)
+                if isinstance(decoded, list) and all(isinstance(n, str) for n in decoded):
+                    namespaces = tuple(decoded)
             except ValueError:
                 namespaces = ()
         total = None
