@@ -72,6 +72,9 @@ def test_koordlet_reports_the_topology_and_the_scheduler_pins_cpus(
             memory="1Gi",
             labels={"koordinator.sh/qosClass": "LSR"},  # an LSR pod is prod by default (no PriorityClass)
             scheduler_name="koord-scheduler",
+            # Other tests' koordlets report topologies for their nodes on the same apiserver: this pod's
+            # cpuset is checked against this node's topology, so it must land here.
+            spec={"nodeSelector": {"kubernetes.io/hostname": node}},
         )
     )
     scheduler = helpers.Component(
