@@ -1,0 +1,125 @@
+"""Reservations holding fine-grained resources, through the whole scheduler: Reservation + NodeNUMAResource
+(+ DeviceShare) on NRT nodes with Device objects.
+
+A reserve pod gets a real cpuset (written on the Reservation); an owner pod then gets exactly those CPUs, a
+pod that does not own the reservation never does, and no CPU is given to two pods.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from koord_plugin_kubernetes.noderesources import NodeResourcesFit
+from koord_plugin_nodenumaresource.plugin import NodeNUMAResource
+from koord_plugin_nodenumaresource.testing import lsr_pod, node, nrt
+from koord_plugin_reservation import Reservation
+from koord_plugin_reservation.testing import make_reservation
+
+from koord_framework.cluster.clock import VirtualClock
+from koord_framework.cluster.memory import MemoryCluster
+from koord_framework.koordlet.cpuset import parse_cpuset
+from koord_framework.scheduler.framework import PluginLayout
+from koord_framework.scheduler.scheduler import ProfileSpec, Scheduler
+from koord_framework.testing.scheduler import HarnessBinder, HarnessQueueSort
+
+STATUS = "scheduling.koordinator.sh/resource-status"
+
+
+def _lsr_reservation(name: str, cpu: str, **kw: Any) -> dict[str, Any]:
+    r = make_reservation(name, cpu, "1Gi", **kw)
+    r["spec"]["template"]["metadata"] = {"namespace": "default", "labels": {"koordinator.sh/qosClass": "LSR"}}
+    r["spec"]["template"]["spec"]["priority"] = 9000
+    r["spec"]["template"]["spec"]["schedulerName"] = "default-scheduler"
+    return r
+
+
+def _owner(name: str, cpu: str, owner_of: str) -> dict[str, Any]:
+    pod = lsr_pod(name, cpu)
+    pod["metadata"]["labels"]["app"] = owner_of
+    return pod
+
+
+def _scheduler(*objects: dict[str, Any], plugins: list[Any] | None = None) -> Scheduler:
+    cluster = MemoryCluster(VirtualClock(0.0), seed=0)
+    for o in objects:
+        cluster.create(o)
+    layout = PluginLayout.every_point(
+        [Reservation, NodeNUMAResource, NodeResourcesFit, *(plugins or []), HarnessQueueSort, HarnessBinder]
+    )
+    return Scheduler(cluster, [ProfileSpec("default-scheduler", layout)], record_outcomes=True)
+
+
+def _cpus(cluster: MemoryCluster, kind: str, name: str) -> frozenset[int]:
+    obj = cluster.get(kind, name, "default" if kind == "Pod" else None)
+    raw = ((obj or {}).get("metadata", {}).get("annotations") or {}).get(STATUS)
+    return frozenset(parse_cpuset(json.loads(raw)["cpuset"])) if raw else frozenset()
+
+
+def _node_of(cluster: MemoryCluster, name: str) -> str:
+    obj = cluster.get("Pod", name, "default")
+    return str(((obj or {}).get("spec") or {}).get("nodeName") or "")
+
+
+def test_reserved_cpuset_goes_to_the_owner_only() -> None:
+    s = _scheduler(node("n1", 8), nrt("n1", 1, 1, 4, 2), _lsr_reservation("r", "4"))
+    s.run_until_idle()
+    cluster = s.cluster
+    assert isinstance(cluster, MemoryCluster)
+    reserved = _cpus(cluster, "Reservation", "r")
+    assert len(reserved) == 4, cluster.get("Reservation", "r", None)
+    # A pod that does not own the reservation sees only the 4 unreserved CPUs.
+    cluster.create(lsr_pod("big", "6"))
+    cluster.create(lsr_pod("other", "4"))
+    s.run_until_idle()
+    assert _node_of(cluster, "big") == ""
+    assert _node_of(cluster, "other") == "n1"
+    assert not _cpus(cluster, "Pod", "other") & reserved
+    # The owner gets exactly the reserved CPUs.
+    cluster.create(_owner("owner", "4", "r"))
+    s.run_until_idle()
+    assert _node_of(cluster, "owner") == "n1"
+    assert _cpus(cluster, "Pod", "owner") == reserved
+
+
+def test_no_cpu_is_given_twice_with_several_reservations() -> None:
+    objs = [node("n1", 16), nrt("n1", 1, 1, 8, 2), node("n2", 16), nrt("n2", 1, 1, 8, 2)]
+    objs += [_lsr_reservation(f"r{i}", "4", allocate_once=False) for i in range(4)]
+    s = _scheduler(*objs)
+    s.run_until_idle()
+    cluster = s.cluster
+    assert isinstance(cluster, MemoryCluster)
+    pods = [_owner(f"o{i}", "2", f"r{i % 4}") for i in range(8)] + [lsr_pod(f"x{i}", "2") for i in range(8)]
+    for p in pods:
+        cluster.create(p)
+    s.run_until_idle()
+    per_node: dict[str, list[frozenset[int]]] = {}
+    for i in range(4):
+        r = cluster.get("Reservation", f"r{i}", None)
+        assert r is not None and r["status"]["phase"] == "Available"
+    owners_inside = 0
+    for p in pods:
+        name = p["metadata"]["name"]
+        where = _node_of(cluster, name)
+        if not where:
+            continue
+        cpus = _cpus(cluster, "Pod", name)
+        per_node.setdefault(where, []).append(cpus)
+        if name.startswith("o"):
+            r = cluster.get("Reservation", f"r{int(name[1:]) % 4}", None)
+            assert r is not None
+            if r["status"]["nodeName"] == where:
+                owners_inside += cpus <= _cpus(cluster, "Reservation", r["metadata"]["name"])
+        else:
+            # A non-owner never lands on reserved CPUs.
+            for i in range(4):
+                r = cluster.get("Reservation", f"r{i}", None)
+                assert r is not None
+                if r["status"]["nodeName"] == where:
+                    assert not cpus & _cpus(cluster, "Reservation", f"r{i}")
+    for sets in per_node.values():
+        seen: set[int] = set()
+        for cpus in sets:
+            assert not cpus & seen
+            seen |= cpus
+    assert owners_inside == 8
