@@ -68,7 +68,14 @@ from koord_framework.scheduler.interface import (
 from koord_framework.scheduler.nodeinfo import NodeInfo
 from koord_framework.scheduler.status import MAX_NODE_SCORE, Code, Status
 from koord_framework.scheduler.table import BoolArray, Int64Array, NodeTable
-from koord_framework.scheduler.topologymanager import AffinityStore, bits
+from koord_framework.scheduler.topologymanager import (
+    AffinityStore,
+    NUMATopologyHint,
+    NUMATopologyHintProvider,
+    ProviderHints,
+    bits,
+    iterate_bit_masks,
+)
 from koord_plugin_deviceshare import names as n
 from koord_plugin_deviceshare.allocation import (
     AllocationError,
@@ -108,6 +115,9 @@ _TERMINAL_PHASES: Final = frozenset({"Succeeded", "Failed"})
 _MAX_DETAIL_DEVICES: Final = 4
 _MAX_STATUSES: Final = 200_000
 _MAX_SHAPES: Final = 1024
+ERR_INSUFFICIENT_NUMA_SCOPED_DEVICES: Final = "Insufficient NUMA Scoped Devices"
+DEFAULT_NUMA_SCORE: Final = 500
+"""Above any CPU hint's score (0..100): the device's NUMA preference takes precedence, as upstream."""
 _DEVICE_NAMES: Final = frozenset(name for names in n.DEVICE_RESOURCE_NAMES.values() for name in names)
 _SHAPE_ANNOTATIONS: Final = (
     n.ANNOTATION_DEVICE_ALLOCATE_HINT,
@@ -143,6 +153,11 @@ def _reserve_pod_view(obj: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def _gpu_minors(result: DeviceAllocations | None) -> tuple[int, ...]:
+    """``hashAllocateResult``: the GPUs of an allocation, to compare two of them."""
+    return tuple(a.minor for a in (result or {}).get(n.GPU, []))
+
+
 def _short(name: str) -> str:
     return name.split("/", 1)[-1]
 
@@ -165,6 +180,7 @@ class DeviceShare(
     ReservationRestorePlugin,
     ReservationFilterPlugin,
     ReservationPreBindPlugin,
+    NUMATopologyHintProvider,
 ):
     """Koordinator's DeviceShare: GPU/RDMA/FPGA allocation with sharing, VFs, joint allocation, partitions."""
 
@@ -414,6 +430,106 @@ class DeviceShare(
         if alloc is None:
             return None, Status.success()
         return self._allocate_from_reusable(allocator, pod, restore, [alloc], basic, False)
+
+    # --- NUMA hint provider ----------------------------------------------------------------------------
+    def get_pod_topology_hints(
+        self, state: CycleState, pod: PodInfo, node: NodeInfo
+    ) -> tuple[ProviderHints | None, Status]:
+        """``GetPodTopologyHints``: per requested device type, the NUMA node sets the pod's devices fit in;
+        the narrowest are preferred and the set holding the same GPUs as an unconstrained allocation scores
+        ``DEFAULT_NUMA_SCORE``."""
+        s = self._state(state)
+        if s is None or s.skip:
+            return None, Status.success()
+        with self._lock:
+            nd = self.nodes.get(node.name)
+            if nd is None:
+                return None, Status.success()
+            return self._topology_hints(state, s, nd, pod, node)
+
+    def _topology_hints(
+        self, state: CycleState, s: PodDeviceState, nd: NodeDevice, pod: PodInfo, node: NodeInfo
+    ) -> tuple[ProviderHints | None, Status]:
+        restore = restore_states_of(state).of(node.name)
+        basic = self._basic_preemptible(s, restore, node.name)
+        required = bool(pod.annotations.get(ANNOTATION_RESERVATION_AFFINITY))
+        numa_of: dict[str, list[int]] = {
+            device_type: [
+                i.topology.node_id for i in infos if i.topology is not None and i.topology.node_id >= 0
+            ]
+            for device_type, infos in nd.device_infos.items()
+        }
+        numa_nodes = sorted({node_id for ids in numa_of.values() for node_id in ids})
+        min_size: dict[str, int] | None = None
+        unsatisfied = Status.success()
+        best: tuple[int, ...] | None = None
+        feasible: list[tuple[int, tuple[int, ...]]] = []
+        for mask in iterate_bit_masks(numa_nodes):
+            in_mask = frozenset(bits(mask))
+            allocator = AutopilotAllocator(s, nd, node.node.labels, numa_nodes=in_mask)
+            status = allocator.prepare()
+            result: DeviceAllocations | None = None
+            if status.is_success:
+                for device_type, wanted in allocator.desired_counts.items():
+                    if (
+                        device_type in numa_of
+                        and sum(1 for i in numa_of[device_type] if i in in_mask) < wanted
+                    ):
+                        status = Status.unresolvable(ERR_INSUFFICIENT_NUMA_SCOPED_DEVICES)
+                        break
+            if status.is_success:
+                if min_size is None:
+                    min_size = dict.fromkeys(allocator.requests_per_instance, len(numa_nodes))
+                result, status = self._allocate_from_reusable(
+                    allocator, pod, restore, restore.matched, basic, required
+                )
+                if status.is_success and not result:
+                    preemptible = append_allocated(None, basic, restore.matched_allocatable)
+                    result, status = allocator.allocate(preemptible=preemptible)
+            if len(in_mask) == len(numa_nodes):
+                unsatisfied = status
+                best = _gpu_minors(result)
+            if not status.is_success or not result:
+                continue
+            assert min_size is not None
+            for name, size in min_size.items():
+                min_size[name] = min(size, len(in_mask))
+            feasible.append((mask, _gpu_minors(result)))
+        hints: dict[str, list[NUMATopologyHint]] = {}
+        for name, size in (min_size or {}).items():
+            hints[name] = [
+                NUMATopologyHint(
+                    mask, preferred=len(bits(mask)) == size, score=DEFAULT_NUMA_SCORE if gpus == best else 0
+                )
+                for mask, gpus in feasible
+            ]
+            if not hints[name]:
+                return None, unsatisfied
+        if not unsatisfied.is_success:
+            return None, unsatisfied
+        return hints, Status.success()
+
+    def allocate(self, state: CycleState, affinity: NUMATopologyHint, pod: PodInfo, node: NodeInfo) -> Status:
+        """``Allocate``: a trial allocation under the merged hint (the manager's admission check)."""
+        s = self._state(state)
+        if s is None or s.skip:
+            return Status.success()
+        numa = frozenset(bits(affinity.affinity)) if affinity.affinity is not None else None
+        with self._lock:
+            nd = self.nodes.get(node.name)
+            if nd is None:
+                return Status.success()
+            restore = restore_states_of(state).of(node.name)
+            basic = self._basic_preemptible(s, restore, node.name)
+            allocator = AutopilotAllocator(s, nd, node.node.labels, numa_nodes=numa)
+            required = bool(pod.annotations.get(ANNOTATION_RESERVATION_AFFINITY))
+            result, status = self._allocate_from_reusable(
+                allocator, pod, restore, restore.matched, basic, required
+            )
+            if not status.is_success or result:
+                return status
+            _, status = allocator.allocate(preemptible=append_allocated(basic, restore.matched_allocatable))
+            return status
 
     # --- reservation hooks ---------------------------------------------------------------------------------
     def pre_restore_reservation(self, state: CycleState, pod: PodInfo) -> Status:
