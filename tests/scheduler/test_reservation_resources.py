@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from koord_plugin_deviceshare import DeviceShare
+from koord_plugin_deviceshare.builders import device_pod, gpu_node_allocatable, make_device
 from koord_plugin_kubernetes.noderesources import NodeResourcesFit
 from koord_plugin_nodenumaresource.plugin import NodeNUMAResource
 from koord_plugin_nodenumaresource.testing import lsr_pod, node, nrt
@@ -24,6 +26,7 @@ from koord_framework.scheduler.scheduler import ProfileSpec, Scheduler
 from koord_framework.testing.scheduler import HarnessBinder, HarnessQueueSort
 
 STATUS = "scheduling.koordinator.sh/resource-status"
+DEVICE_ALLOCATED = "scheduling.koordinator.sh/device-allocated"
 
 
 def _lsr_reservation(name: str, cpu: str, **kw: Any) -> dict[str, Any]:
@@ -123,3 +126,82 @@ def test_no_cpu_is_given_twice_with_several_reservations() -> None:
             assert not cpus & seen
             seen |= cpus
     assert owners_inside == 8
+
+
+# --- devices ------------------------------------------------------------------------------------------------
+def _gpu_node(name: str, gpus: int, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    obj = node(name, 16, labels=labels)
+    for key in ("capacity", "allocatable"):
+        obj["status"][key].update(gpu_node_allocatable(gpus, 0))
+    return obj
+
+
+def _gpus(cluster: MemoryCluster, kind: str, name: str) -> list[int]:
+    obj = cluster.get(kind, name, "default" if kind == "Pod" else None)
+    raw = ((obj or {}).get("metadata", {}).get("annotations") or {}).get(DEVICE_ALLOCATED)
+    return sorted(a["minor"] for a in json.loads(raw).get("gpu", [])) if raw else []
+
+
+def _gpu_pod(name: str, gpus: int, owner_of: str | None = None) -> dict[str, Any]:
+    pod = device_pod(name, {"cpu": "1", "nvidia.com/gpu": str(gpus)})
+    pod["spec"]["schedulerName"] = "default-scheduler"
+    if owner_of:
+        pod["metadata"]["labels"] = {"app": owner_of}
+    return pod
+
+
+def test_reserved_gpus_go_to_the_owner_only() -> None:
+    r = make_reservation("rg", "1", "1Gi", extra_requests={"nvidia.com/gpu": "2"})
+    r["spec"]["template"]["spec"]["schedulerName"] = "default-scheduler"
+    s = _scheduler(_gpu_node("n1", 4), make_device("n1", 4, 0), r, plugins=[DeviceShare])
+    s.run_until_idle()
+    cluster = s.cluster
+    assert isinstance(cluster, MemoryCluster)
+    reserved = _gpus(cluster, "Reservation", "rg")
+    assert len(reserved) == 2, cluster.get("Reservation", "rg", None)
+    for p in (_gpu_pod("big", 3), _gpu_pod("other", 2)):
+        cluster.create(p)
+    s.run_until_idle()
+    assert _node_of(cluster, "big") == ""
+    other = _gpus(cluster, "Pod", "other")
+    assert len(other) == 2 and not set(other) & set(reserved)
+    cluster.create(_gpu_pod("owner", 2, owner_of="rg"))
+    cluster.create(_gpu_pod("late", 1))
+    s.run_until_idle()
+    assert _gpus(cluster, "Pod", "owner") == reserved
+    assert _node_of(cluster, "late") == ""
+
+
+def test_single_numa_node_pod_gets_cpus_and_gpus_on_one_numa_node() -> None:
+    labels = {"node.koordinator.sh/numa-topology-policy": "SingleNUMANode"}
+    s = _scheduler(
+        _gpu_node("n1", 4, labels), nrt("n1", 1, 2, 4, 2), make_device("n1", 4, 0), plugins=[DeviceShare]
+    )
+    cluster = s.cluster
+    assert isinstance(cluster, MemoryCluster)
+    # A pinned pod fills most of one NUMA node's CPUs, then a GPU pod takes the GPUs of one NUMA node. The
+    # CPU hints alone would send the next pod's CPUs wherever CPUs are tightest; only DeviceShare's hints
+    # tell the topology manager where two GPUs are still free (without them the pod does not fit at all).
+    cluster.create(lsr_pod("hog", "6"))
+    cluster.create(_gpu_pod("g", 2))
+    s.run_until_idle()
+    assert len(_cpus(cluster, "Pod", "hog")) == 6
+    taken = _gpus(cluster, "Pod", "g")
+    assert len(taken) == 2 and len({m // 2 for m in taken}) == 1
+    pinned = lsr_pod("pinned", "2")
+    pinned["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] = "2"
+    cluster.create(pinned)
+    s.run_until_idle()
+    gpus = _gpus(cluster, "Pod", "pinned")
+    cpus = _cpus(cluster, "Pod", "pinned")
+    assert len(gpus) == 2 and not set(gpus) & set(taken)
+    gpu_numa = {m // 2 for m in gpus}
+    cpu_numa = {c // 8 for c in cpus}
+    assert len(cpus) == 2 and gpu_numa == cpu_numa and len(cpu_numa) == 1
+    assert not cpus & _cpus(cluster, "Pod", "hog")
+    # No NUMA node has 2 free GPUs left: another such pod cannot be placed.
+    again = lsr_pod("again", "2")
+    again["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] = "1"
+    cluster.create(again)
+    s.run_until_idle()
+    assert _node_of(cluster, "again") == ""
