@@ -205,3 +205,32 @@ def test_single_numa_node_pod_gets_cpus_and_gpus_on_one_numa_node() -> None:
     cluster.create(again)
     s.run_until_idle()
     assert _node_of(cluster, "again") == ""
+
+
+def test_reservations_already_available_hold_their_cpus_and_gpus() -> None:
+    """A scheduler that starts with Available reservations reads their ``resource-status`` and
+    ``device-allocated``: those CPUs and GPUs go to owners only."""
+    r = _lsr_reservation("old", "4", node="n1", extra_requests={"nvidia.com/gpu": "1"})
+    r["metadata"]["annotations"] = {
+        STATUS: json.dumps({"cpuset": "0-3"}),
+        DEVICE_ALLOCATED: json.dumps(
+            {"gpu": [{"minor": 0, "resources": {"koordinator.sh/gpu-core": "100"}}]}
+        ),
+    }
+    s = _scheduler(
+        _gpu_node("n1", 2), nrt("n1", 1, 1, 4, 2), make_device("n1", 2, 0), r, plugins=[DeviceShare]
+    )
+    cluster = s.cluster
+    assert isinstance(cluster, MemoryCluster)
+    other = lsr_pod("other", "4")
+    other["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] = "1"
+    cluster.create(other)
+    s.run_until_idle()
+    assert _cpus(cluster, "Pod", "other") == {4, 5, 6, 7}
+    assert _gpus(cluster, "Pod", "other") == [1]
+    owner = _owner("owner", "4", "old")
+    owner["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] = "1"
+    cluster.create(owner)
+    s.run_until_idle()
+    assert _cpus(cluster, "Pod", "owner") == {0, 1, 2, 3}
+    assert _gpus(cluster, "Pod", "owner") == [0]
