@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
 from koord_plugin_deviceshare import DeviceShare
 from koord_plugin_deviceshare.builders import device_pod, gpu_node_allocatable, make_device
 from koord_plugin_kubernetes.noderesources import NodeResourcesFit
@@ -234,3 +236,79 @@ def test_reservations_already_available_hold_their_cpus_and_gpus() -> None:
     s.run_until_idle()
     assert _cpus(cluster, "Pod", "owner") == {0, 1, 2, 3}
     assert _gpus(cluster, "Pod", "owner") == [0]
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    reservations=st.lists(
+        st.tuples(st.sampled_from([2, 4]), st.sampled_from([0, 1])), min_size=1, max_size=4
+    ),
+    pods=st.lists(
+        st.tuples(st.sampled_from([2, 4]), st.sampled_from([0, 1]), st.integers(-1, 3)),
+        min_size=1,
+        max_size=10,
+    ),
+    restricted=st.booleans(),
+)
+def test_random_reservations_never_give_a_cpu_or_gpu_twice(
+    reservations: list[tuple[int, int]], pods: list[tuple[int, int, int]], restricted: bool
+) -> None:
+    """Random reservations (cpus, gpus) and pods (cpus, gpus, owner of reservation i or -1): no CPU or GPU
+    of a node is held by two pods, and a pod never holds what a reservation it does not own reserves."""
+    objs: list[dict[str, Any]] = []
+    for name in ("n1", "n2"):
+        objs += [_gpu_node(name, 2), nrt(name, 1, 1, 4, 2), make_device(name, 2, 0)]
+    for i, (cpu, gpu) in enumerate(reservations):
+        extra = {"nvidia.com/gpu": str(gpu)} if gpu else None
+        r = _lsr_reservation(
+            f"r{i}",
+            str(cpu),
+            allocate_once=False,
+            allocate_policy="Restricted" if restricted else None,
+            extra_requests=extra,
+        )
+        objs.append(r)
+    s = _scheduler(*objs, plugins=[DeviceShare])
+    s.run_until_idle()
+    cluster = s.cluster
+    assert isinstance(cluster, MemoryCluster)
+    names = []
+    for j, (cpu, gpu, owner) in enumerate(pods):
+        pod = (
+            _owner(f"p{j}", str(cpu), f"r{owner}")
+            if 0 <= owner < len(reservations)
+            else lsr_pod(f"p{j}", str(cpu))
+        )
+        if gpu:
+            pod["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] = str(gpu)
+        cluster.create(pod)
+        names.append((f"p{j}", owner if 0 <= owner < len(reservations) else -1))
+    s.run_until_idle()
+    placed = sum(1 for name, _ in names if _node_of(cluster, name))
+    event(f"{placed} of {len(names)} pods placed")
+    held: dict[str, list[tuple[str, frozenset[int], frozenset[int]]]] = {}
+    for i in range(len(reservations)):
+        r = cluster.get("Reservation", f"r{i}", None)
+        assert r is not None
+        where = (r.get("status") or {}).get("nodeName")
+        if where and r["status"].get("phase") == "Available":
+            held.setdefault(where, []).append(
+                (
+                    f"r{i}",
+                    _cpus(cluster, "Reservation", f"r{i}"),
+                    frozenset(_gpus(cluster, "Reservation", f"r{i}")),
+                )
+            )
+    taken: dict[str, tuple[set[int], set[int]]] = {}
+    for name, owner in names:
+        where = _node_of(cluster, name)
+        if not where:
+            continue
+        cpus, gpus = _cpus(cluster, "Pod", name), frozenset(_gpus(cluster, "Pod", name))
+        used_cpus, used_gpus = taken.setdefault(where, (set(), set()))
+        assert not cpus & used_cpus and not gpus & used_gpus, (name, cpus, gpus, taken)
+        used_cpus |= cpus
+        used_gpus |= gpus
+        for rname, rcpus, rgpus in held.get(where, []):
+            if rname != f"r{owner}":
+                assert not cpus & rcpus and not gpus & rgpus, (name, rname)
