@@ -19,6 +19,7 @@ from koord_plugin_deviceshare.reservation import NodeRestoreState, ReusableAlloc
 from koord_plugin_deviceshare.state import prepare_pod
 
 from koord_framework.api.objects import PodInfo
+from koord_framework.scheduler.cycle_state import CycleState
 from koord_framework.scheduler.frameworkext import ReservationInfo
 from koord_framework.scheduler.status import Code
 from koord_framework.testing import make_pod
@@ -237,3 +238,18 @@ def test_restore_counts_owner_usage_on_the_reservations_own_minors_only() -> Non
     assert alloc.remained == {GPU: {0: share(75)}}
     assert got.matched_allocatable == {GPU: {0: share(100)}}
     assert got.unmatched_used == {GPU: {1: share(50)}}
+
+
+def test_normalize_reservation_score_scales_the_best_to_100() -> None:
+    """``NormalizeReservationScore`` = ``DefaultReservationNormalizeScore(100, false)``: raw device scores
+    (summed over device types, so above 100 at times) are scaled so that the best is 100."""
+    h = SchedulerHarness([(DeviceShare, {})])
+    plugin = h.plugin("DeviceShare")
+    assert isinstance(plugin, DeviceShare)
+    pod = PodInfo.from_manifest(make_pod("p"))
+    scores = [50, 200, 0]
+    assert plugin.normalize_reservation_score(CycleState(), pod, scores).is_success
+    assert scores == [25, 100, 0]
+    zeros = [0, 0]
+    assert plugin.normalize_reservation_score(CycleState(), pod, zeros).is_success
+    assert zeros == [0, 0]

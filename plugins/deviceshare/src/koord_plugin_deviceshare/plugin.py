@@ -38,10 +38,12 @@ from koord_framework.scheduler.cycle_state import CycleState
 from koord_framework.scheduler.frameworkext import (
     ANNOTATION_RESERVATION_AFFINITY,
     LABEL_RESERVATION_IGNORED,
+    MAX_RESERVATION_SCORE,
     ReservationFilterPlugin,
     ReservationInfo,
     ReservationPreBindPlugin,
     ReservationRestorePlugin,
+    ReservationScorePlugin,
     is_reserve_pod,
     nominated_reservation,
 )
@@ -180,6 +182,7 @@ class DeviceShare(
     ReservationRestorePlugin,
     ReservationFilterPlugin,
     ReservationPreBindPlugin,
+    ReservationScorePlugin,
     NUMATopologyHintProvider,
 ):
     """Koordinator's DeviceShare: GPU/RDMA/FPGA allocation with sharing, VFs, joint allocation, partitions."""
@@ -824,19 +827,60 @@ class DeviceShare(
             restore = restore_states_of(state).of(node.name)
             basic = self._basic_preemptible(s, restore, node.name)
             nominated = nominated_reservation(state, node.name)
-            alloc = restore.find(nominated.uid) if nominated is not None and not is_reserve_pod(pod) else None
-            if alloc is not None:
-                # ``scoreWithReservation``: the node as the pod sees it inside its reservation.
-                required = (
-                    required_device_resources(alloc)
-                    if alloc.reservation.allocate_policy == "Restricted"
-                    else None
-                )
-                preemptible = append_allocated(None, basic, restore.matched_allocated, alloc.remained)
-                score, status = allocator.score(required, preemptible)
+            if nominated is not None:
+                score, status = self._score_with_reservation(allocator, pod, restore, basic, nominated)
                 if status.is_success:
                     return score, status
             return allocator.score(preemptible=append_allocated(basic, restore.matched_allocatable))
+
+    @staticmethod
+    def _score_with_reservation(
+        allocator: AutopilotAllocator,
+        pod: PodInfo,
+        restore: NodeRestoreState,
+        basic: Mapping[str, DeviceResources],
+        reservation: ReservationInfo,
+    ) -> tuple[int, Status]:
+        """``scoreWithNominatedReservation``: the node's score as the pod sees it inside the reservation (0
+        when the reservation holds no device or the pod is a reserve pod)."""
+        alloc = restore.find(reservation.uid)
+        if alloc is None or is_reserve_pod(pod):
+            return 0, Status.success()
+        required = (
+            required_device_resources(alloc) if alloc.reservation.allocate_policy == "Restricted" else None
+        )
+        preemptible = append_allocated(None, basic, restore.matched_allocated, alloc.remained)
+        return allocator.score(required, preemptible)
+
+    # --- ReservationScorePlugin ----------------------------------------------------------------------------
+    def score_reservation(
+        self, state: CycleState, pod: PodInfo, reservation: ReservationInfo, node_name: str
+    ) -> tuple[int, Status]:
+        """``ScoreReservation``: the device score of the node inside this reservation (raw: summed over device
+        types, so it may exceed 100; ``normalize_reservation_score`` scales it)."""
+        s = self._state(state)
+        if s is None or s.skip:
+            return 0, Status.success()
+        ni = self.handle.node_info(node_name)
+        if ni is None:
+            return 0, Status.as_error(f"getting node {node_name!r} from Snapshot: not found")
+        with self._lock:
+            nd = self.nodes.get(node_name)
+            if nd is None:
+                return 0, Status.success()
+            allocator = AutopilotAllocator(
+                s, nd, ni.node.labels, scorer=self.scorer, numa_nodes=self._numa_nodes(state, node_name)
+            )
+            restore = restore_states_of(state).of(node_name)
+            basic = self._basic_preemptible(s, restore, node_name)
+            return self._score_with_reservation(allocator, pod, restore, basic, reservation)
+
+    def normalize_reservation_score(self, state: CycleState, pod: PodInfo, scores: list[int]) -> Status:
+        """``DefaultReservationNormalizeScore(100, reverse=false)``: the best reservation gets 100."""
+        top = max(scores, default=0)
+        if top > 0:
+            scores[:] = [MAX_RESERVATION_SCORE * v // top for v in scores]
+        return Status.success()
 
     def score_extensions(self) -> ScoreExtensions | None:
         return self
