@@ -8,24 +8,31 @@ pod that does not own the reservation never does, and no CPU is given to two pod
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, ClassVar
 
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from koord_plugin_deviceshare import DeviceShare
 from koord_plugin_deviceshare.builders import device_pod, gpu_node_allocatable, make_device
+from koord_plugin_kubernetes.defaultbinder import DefaultBinder
 from koord_plugin_kubernetes.noderesources import NodeResourcesFit
 from koord_plugin_nodenumaresource.plugin import NodeNUMAResource
 from koord_plugin_nodenumaresource.testing import lsr_pod, node, nrt
 from koord_plugin_reservation import Reservation
 from koord_plugin_reservation.testing import make_reservation
 
+from koord_framework.api.objects import PodInfo
 from koord_framework.cluster.clock import VirtualClock
 from koord_framework.cluster.memory import MemoryCluster
 from koord_framework.koordlet.cpuset import parse_cpuset
+from koord_framework.scheduler.cycle_state import CycleState
 from koord_framework.scheduler.framework import PluginLayout
+from koord_framework.scheduler.frameworkext import ReservationInfo, ReservationScorePlugin
+from koord_framework.scheduler.interface import SchedulerPlugin
 from koord_framework.scheduler.scheduler import ProfileSpec, Scheduler
-from koord_framework.testing.scheduler import HarnessBinder, HarnessQueueSort
+from koord_framework.scheduler.status import Status
+from koord_framework.testing import make_node, make_pod
+from koord_framework.testing.scheduler import HarnessBinder, HarnessQueueSort, SchedulerHarness
 
 STATUS = "scheduling.koordinator.sh/resource-status"
 DEVICE_ALLOCATED = "scheduling.koordinator.sh/device-allocated"
@@ -312,3 +319,31 @@ def test_random_reservations_never_give_a_cpu_or_gpu_twice(
         for rname, rcpus, rgpus in held.get(where, []):
             if rname != f"r{owner}":
                 assert not cpus & rcpus and not gpus & rgpus, (name, rname)
+
+
+class RawScores(SchedulerPlugin, ReservationScorePlugin):
+    """Raw reservation scores above 100 (``r-b`` best), brought into range by its normalisation."""
+
+    name: ClassVar[str] = "RawScores"
+
+    def score_reservation(
+        self, state: CycleState, pod: PodInfo, reservation: ReservationInfo, node_name: str
+    ) -> tuple[int, Status]:
+        return (300 if reservation.name == "r-b" else 150), Status()
+
+    def normalize_reservation_score(self, state: CycleState, pod: PodInfo, scores: list[int]) -> Status:
+        top = max(scores)
+        scores[:] = [100 * v // top for v in scores]
+        return Status()
+
+
+def test_reservation_scores_are_normalised_before_the_range_check() -> None:
+    h = SchedulerHarness(
+        [Reservation, NodeResourcesFit, RawScores, DefaultBinder], now="2024-01-01T00:00:00Z"
+    )
+    h.add(make_node("n1", cpu="16", memory="32Gi"))
+    for name in ("r-a", "r-b"):
+        h.add(make_reservation(name, cpu="2", owner_labels={"app": "x"}, node="n1", allocate_once=False))
+    h.add(make_pod("x", cpu="1", memory="1Gi", labels={"app": "x"}))
+    h.run_until_idle()
+    assert '"r-b"' in h.result(make_pod("x")).annotations["scheduling.koordinator.sh/reservation-allocated"]
