@@ -1474,13 +1474,22 @@ class _ReservationRunner(ReservationExtensions):
     ) -> tuple[list[int], Status]:
         totals = [0] * len(reservations)
         for name, p in self.scores:
-            for i, r in enumerate(reservations):
+            values: list[int] = []
+            for r in reservations:
                 try:
                     value, s = p.score_reservation(state, pod, r, node_name)
                 except Exception as exc:
                     return [], _plugin_error(name, "ScoreReservation", exc)
                 if not s.is_success:
                     return [], Status(Code.ERROR, (f"running ScoreReservation of {name}: {s.message}",), name)
+                values.append(int(value))
+            try:
+                s = p.normalize_reservation_score(state, pod, values)
+            except Exception as exc:
+                return [], _plugin_error(name, "NormalizeReservationScore", exc)
+            if not s.is_success:
+                return [], Status(Code.ERROR, (f"running Normalize on Score plugins: {s.message}",), name)
+            for i, value in enumerate(values):
                 if not MIN_RESERVATION_SCORE <= int(value) <= MAX_RESERVATION_SCORE:
                     msg = (
                         f"plugin {name!r} returns an invalid score {value}, it should in the range of "

@@ -244,6 +244,11 @@ class ReservationScorePlugin(ExtensionPoint):
         self, state: CycleState, pod: PodInfo, reservation: ReservationInfo, node_name: str
     ) -> tuple[int, Status]: ...
 
+    def normalize_reservation_score(self, state: CycleState, pod: PodInfo, scores: list[int]) -> Status:
+        """Koordinator's ``ReservationScoreExtensions``: rescale this plugin's scores of the candidates (in
+        place, same order) before they are range-checked and summed. The default leaves them as they are."""
+        return Status()
+
 
 class ReservationPreBindPlugin(ExtensionPoint):
     """PreBind of a reserve pod: write what the plugin allocated to the reservation into

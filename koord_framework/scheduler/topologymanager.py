@@ -197,6 +197,11 @@ class AffinityStore:
     def get(self, node: str) -> NUMATopologyHint | None:
         return self._by_node.get(node)
 
+    def __len__(self) -> int:
+        """How many nodes have a hint so far (0: nothing in this cycle depends on NUMA alignment yet), so
+        that plugins caching verdicts across cycles can tell when they must not."""
+        return len(self._by_node)
+
     @staticmethod
     def init(state: CycleState) -> AffinityStore:
         store = AffinityStore()

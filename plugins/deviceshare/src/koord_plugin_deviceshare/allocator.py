@@ -235,6 +235,16 @@ class AutopilotAllocator:
                 devices[device_type] = minors
         return self.node_device.filter(devices, exclusive, required, preemptible)
 
+    @property
+    def desired_counts(self) -> Mapping[str, int]:
+        """Device type -> desired count (after ``prepare``)."""
+        return self._counts
+
+    @property
+    def requests_per_instance(self) -> Mapping[str, Mapping[str, int]]:
+        """Device type -> request per device instance (after ``prepare``; empty before)."""
+        return self._requests or {}
+
     # --- entry points -----------------------------------------------------------------------------------
     def allocate(
         self,

@@ -11,16 +11,15 @@ The node caches are fed by the shared informer: ``Device`` objects set totals an
 ``device-allocated`` annotation on a node set usage. Pods this scheduler reserved are counted once (by
 namespace/name) whether their annotation has arrived yet or not.
 
-Two hooks are left for the framework extensions other helpers are building:
-* NUMA alignment: ``_numa_nodes`` returns None today; once ``koord_framework.scheduler.topologymanager``
-  exists it returns the NUMA nodes of the topology manager's affinity for the node (and a hint provider
-  method can wrap ``AutopilotAllocator`` with ``numa_nodes`` per candidate mask).
-* Reservations: ``_reservation_preemptible`` returns nothing today; the reservation-restore hook adds the
-  matched reservations' allocatable devices there (Koordinator's ``mergedMatchedAllocatable``); a
-  PreBindReservation hook writes ``encode_allocations(state.allocation_result)`` onto the Reservation as
-  ``pre_bind`` does onto the pod.
-Both make a verdict specific to the cycle: ``_memoisable`` must then answer False for such pods, so that
-the per-shape memo and the GPU columns are bypassed.
+Koordinator's framework extensions:
+* Reservations (``reservation.py``): a Reservation's reserve pod holds its devices under its own key (from
+  Reserve, then from the Reservation's ``device-allocated``, written by ``pre_bind_reservation``). Per cycle,
+  ``restore_reservation`` works out what matched reservations hold; an owner pod allocates inside its
+  nominated reservation first (Restricted: only there), and reserved devices are never free for others.
+* NUMA: as a ``NUMATopologyHintProvider`` the plugin gives the topology manager hints per device type and
+  allocates under the merged hint (``_numa_nodes``: the hint's NUMA nodes for this node).
+Both make a verdict specific to the cycle: ``_memoisable`` answers False for such pods, so that the
+per-shape memo and the GPU columns are bypassed.
 """
 
 from __future__ import annotations
@@ -36,6 +35,18 @@ from koord_framework.api.objects import PodInfo
 from koord_framework.plugin import PluginArgs
 from koord_framework.scheduler.constant_arrays import all_pass
 from koord_framework.scheduler.cycle_state import CycleState
+from koord_framework.scheduler.frameworkext import (
+    ANNOTATION_RESERVATION_AFFINITY,
+    LABEL_RESERVATION_IGNORED,
+    MAX_RESERVATION_SCORE,
+    ReservationFilterPlugin,
+    ReservationInfo,
+    ReservationPreBindPlugin,
+    ReservationRestorePlugin,
+    ReservationScorePlugin,
+    is_reserve_pod,
+    nominated_reservation,
+)
 from koord_framework.scheduler.interface import (
     ClusterEvent,
     EnqueueExtensions,
@@ -59,6 +70,14 @@ from koord_framework.scheduler.interface import (
 from koord_framework.scheduler.nodeinfo import NodeInfo
 from koord_framework.scheduler.status import MAX_NODE_SCORE, Code, Status
 from koord_framework.scheduler.table import BoolArray, Int64Array, NodeTable
+from koord_framework.scheduler.topologymanager import (
+    AffinityStore,
+    NUMATopologyHint,
+    NUMATopologyHintProvider,
+    ProviderHints,
+    bits,
+    iterate_bit_masks,
+)
 from koord_plugin_deviceshare import names as n
 from koord_plugin_deviceshare.allocation import (
     AllocationError,
@@ -78,6 +97,15 @@ from koord_plugin_deviceshare.nodedevice import (
     subtract_allocated,
 )
 from koord_plugin_deviceshare.requests import format_value
+from koord_plugin_deviceshare.reservation import (
+    RESTORE_STATE_KEY,
+    NodeRestoreState,
+    RestoreStates,
+    ReusableAlloc,
+    required_device_resources,
+    restore_node,
+    restore_states_of,
+)
 from koord_plugin_deviceshare.scoring import DeviceScorer
 from koord_plugin_deviceshare.state import PodDeviceError, PodDeviceState, prepare_pod
 
@@ -89,6 +117,9 @@ _TERMINAL_PHASES: Final = frozenset({"Succeeded", "Failed"})
 _MAX_DETAIL_DEVICES: Final = 4
 _MAX_STATUSES: Final = 200_000
 _MAX_SHAPES: Final = 1024
+ERR_INSUFFICIENT_NUMA_SCOPED_DEVICES: Final = "Insufficient NUMA Scoped Devices"
+DEFAULT_NUMA_SCORE: Final = 500
+"""Above any CPU hint's score (0..100): the device's NUMA preference takes precedence, as upstream."""
 _DEVICE_NAMES: Final = frozenset(name for names in n.DEVICE_RESOURCE_NAMES.values() for name in names)
 _SHAPE_ANNOTATIONS: Final = (
     n.ANNOTATION_DEVICE_ALLOCATE_HINT,
@@ -101,6 +132,32 @@ log = logging.getLogger(__name__)
 def _pod_key(obj: Mapping[str, Any]) -> str:
     meta = obj.get("metadata") or {}
     return f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}"
+
+
+def _reserve_pod_view(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """The parts of a Reservation the pod handler reads, shaped as its reserve pod (name = uid)."""
+    meta = obj.get("metadata") or {}
+    status = obj.get("status") or {}
+    template = ((obj.get("spec") or {}).get("template") or {}).get("metadata") or {}
+    active = (
+        status.get("phase") == "Available"
+        and bool(status.get("nodeName"))
+        and not meta.get("deletionTimestamp")
+    )
+    return {
+        "metadata": {
+            "namespace": template.get("namespace") or "default",
+            "name": meta.get("uid") or "",
+            "annotations": meta.get("annotations") or {},
+        },
+        "spec": {"nodeName": status.get("nodeName") if active else ""},
+        "status": {"phase": "Running" if active else "Succeeded"},
+    }
+
+
+def _gpu_minors(result: DeviceAllocations | None) -> tuple[int, ...]:
+    """``hashAllocateResult``: the GPUs of an allocation, to compare two of them."""
+    return tuple(a.minor for a in (result or {}).get(n.GPU, []))
 
 
 def _short(name: str) -> str:
@@ -122,6 +179,11 @@ class DeviceShare(
     ReservePlugin,
     PreBindPlugin,
     EnqueueExtensions,
+    ReservationRestorePlugin,
+    ReservationFilterPlugin,
+    ReservationPreBindPlugin,
+    ReservationScorePlugin,
+    NUMATopologyHintProvider,
 ):
     """Koordinator's DeviceShare: GPU/RDMA/FPGA allocation with sharing, VFs, joint allocation, partitions."""
 
@@ -157,6 +219,9 @@ class DeviceShare(
         handle.informer.add_handler("Pod", self._on_pod, self._on_pod_update, self._on_pod_delete)
         # Node labels (GPU model, partition policy, isolation provider) enter Filter and Score.
         handle.informer.add_handler("Node", self._on_node, self._on_node_update, self._on_node)
+        handle.informer.add_handler(
+            "Reservation", self._on_reservation, self._on_reservation_update, self._on_reservation_delete
+        )
 
     # --- cluster events -------------------------------------------------------------------------------
     def events_to_register(self) -> list[ClusterEvent]:
@@ -268,6 +333,17 @@ class DeviceShare(
     def _on_pod_update(self, _old: Mapping[str, Any], obj: Mapping[str, Any]) -> None:
         self._on_pod(obj)
 
+    def _on_reservation(self, obj: Mapping[str, Any]) -> None:
+        """An active (Available, placed) Reservation holds its ``device-allocated`` devices under its reserve
+        pod's key; any other state (or deletion) frees them, as upstream's reservation-to-pod handler."""
+        self._on_pod(_reserve_pod_view(obj))
+
+    def _on_reservation_update(self, _old: Mapping[str, Any], obj: Mapping[str, Any]) -> None:
+        self._on_reservation(obj)
+
+    def _on_reservation_delete(self, obj: Mapping[str, Any]) -> None:
+        self._on_pod_delete(_reserve_pod_view(obj))
+
     def _on_pod_delete(self, obj: Mapping[str, Any]) -> None:
         key = _pod_key(obj)
         with self._lock:
@@ -277,19 +353,244 @@ class DeviceShare(
             ):
                 self._bump(previous[0])
 
-    # --- hooks for the NUMA topology manager and reservations (see the module docstring) ---------------
+    # --- NUMA affinity and reservations ------------------------------------------------------------------
     def _numa_nodes(self, state: CycleState, node_name: str) -> frozenset[int] | None:
-        return None
+        """The NUMA nodes of the topology manager's merged hint for this node (None: no constraint)."""
+        hint = AffinityStore.of(state).get(node_name)
+        if hint is None or hint.affinity is None:
+            return None
+        return frozenset(bits(hint.affinity))
 
-    def _reservation_preemptible(self, state: CycleState, node_name: str) -> dict[str, DeviceResources]:
-        return {}
-
-    def _preemptible(
-        self, state: CycleState, s: PodDeviceState, node_name: str
+    def _basic_preemptible(
+        self, s: PodDeviceState, restore: NodeRestoreState, node_name: str
     ) -> dict[str, DeviceResources]:
-        return append_allocated(
-            None, s.preemptible.get(node_name), self._reservation_preemptible(state, node_name)
+        """Owner usage inside unmatched reservations (counted twice otherwise) plus preemption victims."""
+        return append_allocated(None, restore.unmatched_used, s.preemptible.get(node_name))
+
+    def _allocate_from_reusable(
+        self,
+        allocator: AutopilotAllocator,
+        pod: PodInfo,
+        restore: NodeRestoreState,
+        allocs: Sequence[ReusableAlloc],
+        basic: Mapping[str, DeviceResources],
+        required_from_reservation: bool,
+    ) -> tuple[DeviceAllocations | None, Status]:
+        """``tryAllocateFromReusable``: allocate inside one of ``allocs``; (None, Success) when none can and
+        the pod may fall back to the node."""
+        if not allocs:
+            return None, Status.success()
+        if pod.labels.get(LABEL_RESERVATION_IGNORED) == "true":
+            return self._allocate_ignoring_reservations(allocator, restore, basic)
+        base = append_allocated(None, basic, restore.matched_allocated)
+        reasons: list[str] = []
+        for alloc in allocs:
+            preemptible = append_allocated(None, base, alloc.remained)
+            preferred = {t: set(res) for t, res in alloc.allocatable.items()}
+            # Default is implemented as Aligned upstream: the reservation's devices and the node's free ones.
+            required = (
+                required_device_resources(alloc)
+                if alloc.reservation.allocate_policy == "Restricted"
+                else None
+            )
+            result, status = allocator.allocate(
+                required=required, preemptible=preemptible, preferred=preferred
+            )
+            if status.is_success:
+                return result, status
+            reasons += status.reasons
+        if required_from_reservation:
+            return None, Status.unschedulable(*(f"Reservation(s) {r}" for r in reasons))
+        return None, Status.success()
+
+    @staticmethod
+    def _allocate_ignoring_reservations(
+        allocator: AutopilotAllocator, restore: NodeRestoreState, basic: Mapping[str, DeviceResources]
+    ) -> tuple[DeviceAllocations | None, Status]:
+        """``tryAllocateIgnoreReservation``: what matched reservations hold but their owners do not use is
+        free for a reservation-ignored pod."""
+        preemptible = append_allocated(
+            None, *(a.remained for a in restore.matched), basic, restore.matched_allocated
         )
+        return allocator.allocate(preemptible=preemptible)
+
+    def _allocate_with_nominated(
+        self,
+        state: CycleState,
+        allocator: AutopilotAllocator,
+        pod: PodInfo,
+        node_name: str,
+        restore: NodeRestoreState,
+        basic: Mapping[str, DeviceResources],
+    ) -> tuple[DeviceAllocations | None, Status]:
+        """``allocateWithNominated``: in Reserve, an owner pod allocates inside its nominated reservation."""
+        if is_reserve_pod(pod):
+            return None, Status.success()
+        if pod.labels.get(LABEL_RESERVATION_IGNORED) == "true":
+            return self._allocate_ignoring_reservations(allocator, restore, basic)
+        nominated = nominated_reservation(state, node_name)
+        alloc = restore.find(nominated.uid) if nominated is not None else None
+        if alloc is None:
+            return None, Status.success()
+        return self._allocate_from_reusable(allocator, pod, restore, [alloc], basic, False)
+
+    # --- NUMA hint provider ----------------------------------------------------------------------------
+    def get_pod_topology_hints(
+        self, state: CycleState, pod: PodInfo, node: NodeInfo
+    ) -> tuple[ProviderHints | None, Status]:
+        """``GetPodTopologyHints``: per requested device type, the NUMA node sets the pod's devices fit in;
+        the narrowest are preferred and the set holding the same GPUs as an unconstrained allocation scores
+        ``DEFAULT_NUMA_SCORE``."""
+        s = self._state(state)
+        if s is None or s.skip:
+            return None, Status.success()
+        with self._lock:
+            nd = self.nodes.get(node.name)
+            if nd is None:
+                return None, Status.success()
+            return self._topology_hints(state, s, nd, pod, node)
+
+    def _topology_hints(
+        self, state: CycleState, s: PodDeviceState, nd: NodeDevice, pod: PodInfo, node: NodeInfo
+    ) -> tuple[ProviderHints | None, Status]:
+        restore = restore_states_of(state).of(node.name)
+        basic = self._basic_preemptible(s, restore, node.name)
+        required = bool(pod.annotations.get(ANNOTATION_RESERVATION_AFFINITY))
+        numa_of: dict[str, list[int]] = {
+            device_type: [
+                i.topology.node_id for i in infos if i.topology is not None and i.topology.node_id >= 0
+            ]
+            for device_type, infos in nd.device_infos.items()
+        }
+        numa_nodes = sorted({node_id for ids in numa_of.values() for node_id in ids})
+        min_size: dict[str, int] | None = None
+        unsatisfied = Status.success()
+        best: tuple[int, ...] | None = None
+        feasible: list[tuple[int, tuple[int, ...]]] = []
+        for mask in iterate_bit_masks(numa_nodes):
+            in_mask = frozenset(bits(mask))
+            allocator = AutopilotAllocator(s, nd, node.node.labels, numa_nodes=in_mask)
+            status = allocator.prepare()
+            result: DeviceAllocations | None = None
+            if status.is_success:
+                for device_type, wanted in allocator.desired_counts.items():
+                    if (
+                        device_type in numa_of
+                        and sum(1 for i in numa_of[device_type] if i in in_mask) < wanted
+                    ):
+                        status = Status.unresolvable(ERR_INSUFFICIENT_NUMA_SCOPED_DEVICES)
+                        break
+            if status.is_success:
+                if min_size is None:
+                    min_size = dict.fromkeys(allocator.requests_per_instance, len(numa_nodes))
+                result, status = self._allocate_from_reusable(
+                    allocator, pod, restore, restore.matched, basic, required
+                )
+                if status.is_success and not result:
+                    preemptible = append_allocated(None, basic, restore.matched_allocatable)
+                    result, status = allocator.allocate(preemptible=preemptible)
+            if len(in_mask) == len(numa_nodes):
+                unsatisfied = status
+                best = _gpu_minors(result)
+            if not status.is_success or not result:
+                continue
+            assert min_size is not None
+            for name, size in min_size.items():
+                min_size[name] = min(size, len(in_mask))
+            feasible.append((mask, _gpu_minors(result)))
+        hints: dict[str, list[NUMATopologyHint]] = {}
+        for name, size in (min_size or {}).items():
+            hints[name] = [
+                NUMATopologyHint(
+                    mask, preferred=len(bits(mask)) == size, score=DEFAULT_NUMA_SCORE if gpus == best else 0
+                )
+                for mask, gpus in feasible
+            ]
+            if not hints[name]:
+                return None, unsatisfied
+        if not unsatisfied.is_success:
+            return None, unsatisfied
+        return hints, Status.success()
+
+    def allocate(self, state: CycleState, affinity: NUMATopologyHint, pod: PodInfo, node: NodeInfo) -> Status:
+        """``Allocate``: a trial allocation under the merged hint (the manager's admission check)."""
+        s = self._state(state)
+        if s is None or s.skip:
+            return Status.success()
+        numa = frozenset(bits(affinity.affinity)) if affinity.affinity is not None else None
+        with self._lock:
+            nd = self.nodes.get(node.name)
+            if nd is None:
+                return Status.success()
+            restore = restore_states_of(state).of(node.name)
+            basic = self._basic_preemptible(s, restore, node.name)
+            allocator = AutopilotAllocator(s, nd, node.node.labels, numa_nodes=numa)
+            required = bool(pod.annotations.get(ANNOTATION_RESERVATION_AFFINITY))
+            result, status = self._allocate_from_reusable(
+                allocator, pod, restore, restore.matched, basic, required
+            )
+            if not status.is_success or result:
+                return status
+            _, status = allocator.allocate(preemptible=append_allocated(basic, restore.matched_allocatable))
+            return status
+
+    # --- reservation hooks ---------------------------------------------------------------------------------
+    def pre_restore_reservation(self, state: CycleState, pod: PodInfo) -> Status:
+        state.write(RESTORE_STATE_KEY, RestoreStates(skip=not any(k in _DEVICE_NAMES for k in pod.requests)))
+        return Status.success()
+
+    def restore_reservation(
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        matched: Sequence[ReservationInfo],
+        unmatched: Sequence[ReservationInfo],
+        node: NodeInfo,
+    ) -> Status:
+        states = restore_states_of(state)
+        if states.skip:
+            return Status.success()
+        with self._lock:
+            nd = self.nodes.get(node.name)
+            if nd is None:
+                return Status.success()
+            states.nodes[node.name] = restore_node(nd, matched, unmatched)
+        state.write(RESTORE_STATE_KEY, states)
+        return Status.success()
+
+    def filter_reservation(
+        self, state: CycleState, pod: PodInfo, reservation: ReservationInfo, node: NodeInfo
+    ) -> Status:
+        return Status.success()  # as upstream: the devices are checked at nomination
+
+    def filter_nominate_reservation(
+        self, state: CycleState, pod: PodInfo, reservation: ReservationInfo, node_name: str
+    ) -> Status:
+        """``FilterNominateReservation``: the pod's devices must fit inside this reservation."""
+        s = self._state(state)
+        if s is None or s.skip:
+            return Status.success()
+        ni = self.handle.node_info(node_name)
+        if ni is None:
+            return Status.as_error(f"getting node {node_name!r} from Snapshot: not found")
+        restore = restore_states_of(state).of(node_name)
+        alloc = restore.find(reservation.uid)
+        with self._lock:
+            nd = self.nodes.get(node_name)
+            if nd is None or alloc is None:
+                return Status.success()
+            allocator = AutopilotAllocator(
+                s, nd, ni.node.labels, numa_nodes=self._numa_nodes(state, node_name)
+            )
+            basic = self._basic_preemptible(s, restore, node_name)
+            _, status = self._allocate_from_reusable(allocator, pod, restore, [alloc], basic, True)
+            return status
+
+    def pre_bind_reservation(
+        self, state: CycleState, reservation: Mapping[str, Any], node_name: str
+    ) -> Status:
+        """``PreBindReservation``: the reserve pod's devices as ``device-allocated`` on the Reservation."""
+        return self.pre_bind_object(state, node_name)
 
     # --- PreFilter ------------------------------------------------------------------------------------
     def pre_filter(
@@ -386,15 +687,23 @@ class DeviceShare(
             if nd is None:
                 return Status.success()  # as Koordinator: nodes without a Device are left to NodeResourcesFit
             numa_nodes = self._numa_nodes(state, node.name)
-            preemptible = self._preemptible(state, s, node.name)
+            restore = restore_states_of(state).of(node.name)
+            preemptible = self._basic_preemptible(s, restore, node.name)
             status: Status | None = None
-            if numa_nodes is None and not preemptible:
+            if numa_nodes is None and not preemptible and not restore.matched:
                 status = quick_status(s, nd, labels)
                 if status is None and quick_fit(s, nd, labels):
                     status = Status.success()
             if status is None:
                 allocator = AutopilotAllocator(s, nd, labels, numa_nodes=numa_nodes)
-                _, status = allocator.allocate(preemptible=preemptible)
+                required = bool(pod.annotations.get(ANNOTATION_RESERVATION_AFFINITY))
+                result, status = self._allocate_from_reusable(
+                    allocator, pod, restore, restore.matched, preemptible, required
+                )
+                if status.is_success and not result:
+                    # Upstream's fallback returns every matched reservation's devices to the node.
+                    preemptible = append_allocated(preemptible, restore.matched_allocatable)
+                    _, status = allocator.allocate(preemptible=preemptible)
             if status.is_success:
                 return status
             if status.code is Code.UNSCHEDULABLE:
@@ -405,8 +714,9 @@ class DeviceShare(
 
     def _memoisable(self, state: CycleState, s: PodDeviceState) -> bool:
         """Verdicts depend on the node and the pod's shape only -- unless a preemption what-if returned
-        devices (and, once wired, NUMA hints or reservations: they make the verdict cycle-specific)."""
-        return not s.preemptible
+        devices, reservations were restored for the pod, or a NUMA hint narrows the devices: those make the
+        verdict specific to the cycle."""
+        return not s.preemptible and not restore_states_of(state).nodes and not AffinityStore.of(state)
 
     def filter_all(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: Int64Array) -> BoolArray:
         s = self._state(state)
@@ -514,7 +824,63 @@ class DeviceShare(
             allocator = AutopilotAllocator(
                 s, nd, node.node.labels, scorer=self.scorer, numa_nodes=self._numa_nodes(state, node.name)
             )
-            return allocator.score(preemptible=self._preemptible(state, s, node.name))
+            restore = restore_states_of(state).of(node.name)
+            basic = self._basic_preemptible(s, restore, node.name)
+            nominated = nominated_reservation(state, node.name)
+            if nominated is not None:
+                score, status = self._score_with_reservation(allocator, pod, restore, basic, nominated)
+                if status.is_success:
+                    return score, status
+            return allocator.score(preemptible=append_allocated(basic, restore.matched_allocatable))
+
+    @staticmethod
+    def _score_with_reservation(
+        allocator: AutopilotAllocator,
+        pod: PodInfo,
+        restore: NodeRestoreState,
+        basic: Mapping[str, DeviceResources],
+        reservation: ReservationInfo,
+    ) -> tuple[int, Status]:
+        """``scoreWithNominatedReservation``: the node's score as the pod sees it inside the reservation (0
+        when the reservation holds no device or the pod is a reserve pod)."""
+        alloc = restore.find(reservation.uid)
+        if alloc is None or is_reserve_pod(pod):
+            return 0, Status.success()
+        required = (
+            required_device_resources(alloc) if alloc.reservation.allocate_policy == "Restricted" else None
+        )
+        preemptible = append_allocated(None, basic, restore.matched_allocated, alloc.remained)
+        return allocator.score(required, preemptible)
+
+    # --- ReservationScorePlugin ----------------------------------------------------------------------------
+    def score_reservation(
+        self, state: CycleState, pod: PodInfo, reservation: ReservationInfo, node_name: str
+    ) -> tuple[int, Status]:
+        """``ScoreReservation``: the device score of the node inside this reservation (raw: summed over device
+        types, so it may exceed 100; ``normalize_reservation_score`` scales it)."""
+        s = self._state(state)
+        if s is None or s.skip:
+            return 0, Status.success()
+        ni = self.handle.node_info(node_name)
+        if ni is None:
+            return 0, Status.as_error(f"getting node {node_name!r} from Snapshot: not found")
+        with self._lock:
+            nd = self.nodes.get(node_name)
+            if nd is None:
+                return 0, Status.success()
+            allocator = AutopilotAllocator(
+                s, nd, ni.node.labels, scorer=self.scorer, numa_nodes=self._numa_nodes(state, node_name)
+            )
+            restore = restore_states_of(state).of(node_name)
+            basic = self._basic_preemptible(s, restore, node_name)
+            return self._score_with_reservation(allocator, pod, restore, basic, reservation)
+
+    def normalize_reservation_score(self, state: CycleState, pod: PodInfo, scores: list[int]) -> Status:
+        """``DefaultReservationNormalizeScore(100, reverse=false)``: the best reservation gets 100."""
+        top = max(scores, default=0)
+        if top > 0:
+            scores[:] = [MAX_RESERVATION_SCORE * v // top for v in scores]
+        return Status.success()
 
     def score_extensions(self) -> ScoreExtensions | None:
         return self
@@ -557,10 +923,19 @@ class DeviceShare(
                     numa_nodes=self._numa_nodes(state, node_name),
                     reserve_phase=True,
                 )
+                restore = restore_states_of(state).of(node_name)
+                basic = self._basic_preemptible(s, restore, node_name)
                 try:
-                    result, status = allocator.allocate(preemptible=self._preemptible(state, s, node_name))
+                    result, status = self._allocate_with_nominated(
+                        state, allocator, pod, node_name, restore, basic
+                    )
+                    if status.is_success and not result:
+                        preemptible = append_allocated(basic, restore.matched_allocatable)
+                        result, status = allocator.allocate(preemptible=preemptible)
                 except ValueError as err:
                     return Status.as_error(f"fillGPUTotalMem failed: {err}, node: {node_name}")
+                # Upstream drops the per-node restore data here: O(nodes), useless to the binding cycle.
+                state.write(RESTORE_STATE_KEY, RestoreStates())
                 if not status.is_success:
                     return status
                 s.allocation_result = result
@@ -582,6 +957,11 @@ class DeviceShare(
 
     # --- PreBind --------------------------------------------------------------------------------------
     def pre_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
+        return self.pre_bind_object(state, node_name)
+
+    def pre_bind_object(self, state: CycleState, node_name: str) -> Status:
+        """``preBindObject``: ``device-allocated`` into the batched patch (the pod's, or for a reserve pod the
+        Reservation's)."""
         s = self._state(state)
         if s is None or s.skip or not s.allocation_result:
             return Status.success()

@@ -12,8 +12,11 @@ Inputs come from the shared informer: NodeResourceTopology objects (``TopologyOp
 pods' ``resource-status`` (what is already taken). Reserve records this scheduler's decision at once, so the
 next pod sees it; Unreserve gives it back; PreBind writes the annotations through the batched pod patch.
 
-Reservations: ``state.restore_state_of`` is the seam for Koordinator's reservation hooks (RestoreReservation
-fills a ``NodeRestoreState`` per node; see README). Without them, every node has nothing reserved.
+Reservations (Koordinator's reservation hooks, ``reservation.py`` upstream): a Reservation's reserve pod gets
+its cpuset like any pod, and it is recorded under the reservation's uid (from Reserve, then from the
+Reservation's ``resource-status`` annotation). ``restore_reservation`` works out per node what matched
+reservations still hold; Reserve allocates an owner pod inside its nominated reservation first, so reserved
+CPUs go to owners only; ``pre_bind_reservation`` writes the reserve pod's cpuset on the Reservation.
 """
 
 from __future__ import annotations
@@ -31,6 +34,16 @@ from koord_framework.koordlet.cpuset import format_cpuset
 from koord_framework.plugin import PluginArgs
 from koord_framework.scheduler.constant_arrays import all_pass
 from koord_framework.scheduler.cycle_state import CycleState
+from koord_framework.scheduler.frameworkext import (
+    ANNOTATION_RESERVATION_AFFINITY,
+    LABEL_RESERVATION_IGNORED,
+    ReservationFilterPlugin,
+    ReservationInfo,
+    ReservationPreBindPlugin,
+    ReservationRestorePlugin,
+    is_reserve_pod,
+    nominated_reservation,
+)
 from koord_framework.scheduler.interface import (
     ClusterEvent,
     EnqueueExtensions,
@@ -58,6 +71,7 @@ from koord_framework.scheduler.topologymanager import (
     ProviderHints,
     TopologyManager,
 )
+from koord_plugin_nodenumaresource.accumulator import ERR_NOT_ENOUGH_CPUS
 from koord_plugin_nodenumaresource.annotations import (
     ANNOTATION_RESOURCE_SPEC,
     ANNOTATION_RESOURCE_STATUS,
@@ -87,7 +101,16 @@ from koord_plugin_nodenumaresource.resource_manager import (
 )
 from koord_plugin_nodenumaresource.rows import RowFacts
 from koord_plugin_nodenumaresource.scoring import ResourceScorer, is_scalar_resource
-from koord_plugin_nodenumaresource.state import STATE_KEY, NodeRestoreState, PreFilterState, restore_state_of
+from koord_plugin_nodenumaresource.state import (
+    RESTORE_STATE_KEY,
+    STATE_KEY,
+    NodeRestoreState,
+    PreFilterState,
+    ReusableAlloc,
+    merge_by_numa,
+    restore_state_of,
+    set_restore_state,
+)
 from koord_plugin_nodenumaresource.topology import CPUTopology
 from koord_plugin_nodenumaresource.topology_options import (
     TopologyOptions,
@@ -213,6 +236,9 @@ class NodeNUMAResource(
     PreBindPlugin,
     EnqueueExtensions,
     NUMATopologyHintProvider,
+    ReservationRestorePlugin,
+    ReservationFilterPlugin,
+    ReservationPreBindPlugin,
 ):
     """Koordinator's NodeNUMAResource."""
 
@@ -235,6 +261,9 @@ class NodeNUMAResource(
         informer.add_handler("NodeResourceTopology", self._on_nrt, self._on_nrt_update, self._on_nrt_delete)
         informer.add_handler("Pod", self._on_pod, self._on_pod_update, self._on_pod_delete)
         informer.add_handler("Node", self._on_node, self._on_node_update, self._on_node_delete)
+        informer.add_handler(
+            "Reservation", self._on_reservation, self._on_reservation_update, self._on_reservation_delete
+        )
 
     # --- informer events ------------------------------------------------------------------------------
     def _on_nrt(self, obj: Mapping[str, Any]) -> None:
@@ -283,7 +312,16 @@ class NodeNUMAResource(
             return
         if old is not None and old_node == node and _same_allocation(old, annotations):
             return  # status-only churn (or this scheduler's own bind): the recorded allocation stands
-        owner = f"pod {meta.get('namespace') or ''}/{meta.get('name') or ''}"
+        self._record_allocation(obj, node, "pod")
+
+    def _record_allocation(self, obj: Mapping[str, Any], node: str, kind: str) -> None:
+        """Record the ``resource-status`` of a bound pod or an active reservation on ``node``."""
+        meta = obj.get("metadata") or {}
+        uid = str(meta.get("uid") or "")
+        annotations: Mapping[str, str] = meta.get("annotations") or {}
+        if ANNOTATION_RESOURCE_STATUS not in annotations:
+            return
+        owner = f"{kind} {meta.get('namespace') or ''}/{meta.get('name') or ''}".replace(" /", " ")
         try:
             status = resource_status(annotations, owner)
             spec = resource_spec(annotations, owner)
@@ -307,6 +345,30 @@ class NodeNUMAResource(
 
     def _on_pod_delete(self, obj: Mapping[str, Any]) -> None:
         node = str((obj.get("spec") or {}).get("nodeName") or "")
+        if node:
+            self.resources.release(node, str((obj.get("metadata") or {}).get("uid") or ""))
+
+    # A reservation's cpuset is held under its uid (the reserve pod's uid), as upstream's
+    # ReservationToPodEventHandler does for active (Available, placed) reservations only.
+    def _on_reservation(self, obj: Mapping[str, Any]) -> None:
+        self._on_reservation_update(None, obj)
+
+    def _on_reservation_update(self, old: Mapping[str, Any] | None, obj: Mapping[str, Any]) -> None:
+        status = obj.get("status") or {}
+        node = str(status.get("nodeName") or "")
+        old_node = str(((old or {}).get("status") or {}).get("nodeName") or "")
+        uid = str((obj.get("metadata") or {}).get("uid") or "")
+        if old_node and old_node != node:
+            self.resources.release(old_node, uid)
+        if not node:
+            return
+        if status.get("phase") != "Available":
+            self.resources.release(node, uid)
+            return
+        self._record_allocation(obj, node, "reservation")
+
+    def _on_reservation_delete(self, obj: Mapping[str, Any]) -> None:
+        node = str((obj.get("status") or {}).get("nodeName") or "")
         if node:
             self.resources.release(node, str((obj.get("metadata") or {}).get("uid") or ""))
 
@@ -338,6 +400,8 @@ class NodeNUMAResource(
             num_cpus_needed=cpu // 1000,
             pod_numa_topology_policy=numa.numa_topology_policy,
             pod_numa_exclusive=numa.single_numa_node_exclusive,
+            has_reservation_affinity=bool(pod.annotations.get(ANNOTATION_RESERVATION_AFFINITY)),
+            reservation_ignored=pod.labels.get(LABEL_RESERVATION_IGNORED) == "true",
         )
         if allow_use_cpuset(pod):
             default = self.numa_args.default_cpu_bind_policy
@@ -409,27 +473,241 @@ class NodeNUMAResource(
     def _allocate_from_node(
         self, pod: PodInfo, node: str, options: ResourceOptions, restore: NodeRestoreState
     ) -> tuple[PodAllocation | None, Status]:
-        """``tryAllocateFromNode``: what is free on the node, with reservations' unmatched usage returned."""
+        """``tryAllocateFromNode``: what is free on the node. Owner pods' usage inside reservations is given
+        back (the reserve pods already count it); what reservations still hold stays taken, so a pod going
+        this way never gets reserved CPUs."""
         options.required_resources = None
-        options.reusable_resources = {
-            n: dict(add(restore.unmatched_used.get(n, {}), restore.matched_allocatable.get(n, {})))
-            for n in {*restore.unmatched_used, *restore.matched_allocatable}
-        }
+        options.reusable_resources = merge_by_numa(restore.unmatched_used, restore.matched_allocated)
         options.preferred_cpus = frozenset()
         options.preemptible_cpus = frozenset()
         return self.resources.allocate(node, pod.uid, options)
 
     def _allocate_from_reservations(
-        self, pod: PodInfo, node: str, options: ResourceOptions, restore: NodeRestoreState
+        self,
+        st: PreFilterState,
+        pod: PodInfo,
+        node: str,
+        options: ResourceOptions,
+        restore: NodeRestoreState,
+        allocs: Mapping[str, ReusableAlloc],
     ) -> tuple[PodAllocation | None, Status]:
-        """``tryAllocateFromReusable``: allocate inside the matched reservations first. Nothing is reserved
-        while the reservation hooks are not wired (empty restore state): (None, Success), as upstream."""
-        if restore.empty:
+        """``tryAllocateFromReusable``: allocate inside one of ``allocs`` (matched reservations).
+
+        (None, Success) when no reservation holds CPUs/NUMA resources here or none could satisfy the pod and
+        the pod may fall back to the node; Unschedulable when it must consume a reservation."""
+        if not allocs:
             return None, Status.success()
-        options.reusable_resources = {n: dict(r) for n, r in restore.matched_allocatable.items()}
-        options.preferred_cpus = restore.matched_remain_cpus
-        alloc, status = self.resources.allocate(node, pod.uid, options)
-        return (alloc, status) if status.is_success else (None, Status.success())
+        if st.reservation_ignored:
+            return self._allocate_ignoring_reservations(pod, node, options, restore, allocs)
+        reusable = merge_by_numa(restore.unmatched_used, restore.matched_allocated)
+        reasons: list[str] = []
+        for alloc in allocs.values():
+            options.reusable_resources = merge_by_numa(reusable, alloc.remained)
+            options.preferred_cpus = restore.matched_allocated_cpus | alloc.remained_cpus
+            options.preemptible_cpus = frozenset()
+            options.required_resources = None
+            if alloc.reservation.allocate_policy != "Restricted":
+                # Upstream implements Default as Aligned: reserved CPUs first, then the node's.
+                result, status = self.resources.allocate(node, pod.uid, options)
+                if status.is_success:
+                    return result, status
+                reasons += status.reasons
+                continue
+            _, status = self.resources.allocate(node, pod.uid, options)
+            if not status.is_success:
+                reasons += status.reasons
+                continue
+            # Restricted: the pod's cpuset and NUMA resources come from the reservation only.
+            reserved = alloc.remained_cpus
+            options.required_resources = (
+                {n: dict(r) for n, r in alloc.remained.items()} if alloc.remained else None
+            )
+            options.preferred_cpus = alloc.remained_cpus
+            if options.request_cpu_bind and options.num_cpus_needed > len(reserved):
+                reasons.append(ERR_NOT_ENOUGH_CPUS)
+                continue
+            result, status = self.resources.allocate(node, pod.uid, options)
+            if not status.is_success:
+                reasons += status.reasons
+                continue
+            assert result is not None
+            if len(result.cpuset) > len(reserved):
+                reasons.append(ERR_NOT_ENOUGH_CPUS)
+                continue
+            return result, status
+        if st.has_reservation_affinity:
+            return None, Status.unschedulable(*(f"Reservation(s) {r}" for r in reasons))
+        return None, Status.success()
+
+    def _allocate_ignoring_reservations(
+        self,
+        pod: PodInfo,
+        node: str,
+        options: ResourceOptions,
+        restore: NodeRestoreState,
+        allocs: Mapping[str, ReusableAlloc],
+    ) -> tuple[PodAllocation | None, Status]:
+        """``tryAllocateIgnoreReservation``: a reservation-ignored pod may use what the node has free and
+        what the reservations hold but their owners have not taken."""
+        reusable = merge_by_numa(restore.unmatched_used, restore.matched_allocated)
+        cpus = set(restore.matched_allocated_cpus)
+        for alloc in allocs.values():
+            reusable = merge_by_numa(reusable, alloc.remained)
+            cpus |= alloc.remained_cpus
+        options.reusable_resources = reusable
+        options.preferred_cpus = frozenset(cpus)
+        options.preemptible_cpus = frozenset()
+        options.required_resources = None
+        return self.resources.allocate(node, pod.uid, options)
+
+    def _allocate_with_nominated(
+        self,
+        state: CycleState,
+        st: PreFilterState,
+        pod: PodInfo,
+        node: str,
+        options: ResourceOptions,
+        restore: NodeRestoreState,
+    ) -> tuple[PodAllocation | None, Status]:
+        """``allocateWithNominated``: an owner pod allocates inside the reservation it was nominated to
+        (Reserve); it never falls back to the node when that reservation holds CPUs but cannot serve it."""
+        if is_reserve_pod(pod):
+            return None, Status.success()
+        if st.reservation_ignored:
+            return self._allocate_ignoring_reservations(pod, node, options, restore, restore.matched)
+        if not restore.matched:
+            return None, Status.success()
+        nominated = nominated_reservation(state, node)
+        if nominated is None:
+            if st.has_reservation_affinity:
+                return None, Status.unschedulable("no nominated reservation")
+            return None, Status.success()
+        alloc = restore.matched.get(nominated.uid)
+        if alloc is None:
+            return None, Status.success()  # the nominated reservation holds no CPUs/NUMA resources
+        result, status = self._allocate_from_reservations(
+            st, pod, node, options, restore, {nominated.uid: alloc}
+        )
+        if not status.is_success:
+            return None, status
+        if result is None:
+            return None, Status.unschedulable(
+                "pod has a nominated reservation but cannot be allocated within its NUMA scope"
+            )
+        return result, status
+
+    # --- reservation hooks --------------------------------------------------------------------------------
+    def pre_restore_reservation(self, state: CycleState, pod: PodInfo) -> Status:
+        state.write(RESTORE_STATE_KEY, {})
+        return Status.success()
+
+    def restore_reservation(
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        matched: Sequence[ReservationInfo],
+        unmatched: Sequence[ReservationInfo],
+        node: NodeInfo,
+    ) -> Status:
+        """``RestoreReservation``: per reservation on the node, its reserved cpuset / NUMA resources and what
+        its owner pods took of them."""
+        name = node.name
+        found_matched = self._reusable_allocs(name, matched)
+        found_unmatched = self._reusable_allocs(name, unmatched)
+        if found_matched or found_unmatched:
+            set_restore_state(state, name, NodeRestoreState.merged(found_matched, found_unmatched))
+        return Status.success()
+
+    def _reusable_allocs(
+        self, node: str, reservations: Sequence[ReservationInfo]
+    ) -> dict[str, ReusableAlloc]:
+        out: dict[str, ReusableAlloc] = {}
+        with self.resources.lock:
+            for r in reservations:
+                held = self.resources.pod_allocation(node, r.uid)
+                if held is None:
+                    continue
+                owners = [self.resources.pod_allocation(node, uid) for uid in r.allocated_pods]
+                allocatable = merge_by_numa(dict(held.numa_node_resources)) or None
+                allocated: dict[int, dict[str, int]] | None = None
+                remained: dict[int, dict[str, int]] | None = None
+                if allocatable:
+                    allocated = merge_by_numa(*(dict(o.numa_node_resources) for o in owners if o)) or None
+                    remained = {
+                        n: {k: v - (allocated or {}).get(n, {}).get(k, 0) for k, v in res.items()}
+                        for n, res in allocatable.items()
+                    }
+                reserved = held.cpuset
+                remain = set(reserved)
+                for o in owners:
+                    if o is not None:
+                        remain -= o.cpuset
+                if allocatable is None and not reserved:
+                    continue
+                out[r.uid] = ReusableAlloc(
+                    reservation=r,
+                    allocatable_cpus=reserved,
+                    allocated_cpus=reserved,
+                    remained_cpus=frozenset(remain),
+                    allocatable=allocatable,
+                    allocated=allocated,
+                    remained=remained,
+                )
+        return out
+
+    def filter_reservation(
+        self, state: CycleState, pod: PodInfo, reservation: ReservationInfo, node: NodeInfo
+    ) -> Status:
+        return Status.success()  # upstream checks nothing here; nomination is where the cpuset must fit
+
+    def filter_nominate_reservation(
+        self, state: CycleState, pod: PodInfo, reservation: ReservationInfo, node_name: str
+    ) -> Status:
+        """``FilterNominateReservation``: the pod must fit inside the reservation's held CPUs/NUMA resources
+        (under the node's merged NUMA hint) for the reservation to be nominated."""
+        st = self._state(state)
+        if st is None:
+            return Status.as_error(f"{NAME}: no PreFilter state for pod {pod.key}")
+        if st.skip:
+            return Status.success()
+        node = self.handle.node_info(node_name)
+        if node is None:
+            return Status.as_error(f"getting node {node_name!r} from Snapshot: not found")
+        record = node.node
+        options = self.topologies.get(node_name)
+        policy = self._numa_policy(st, record, options) or ""
+        bind, status = request_cpu_bind(st, node_cpu_bind_policy(record.labels, options.policy))
+        if not status.is_success:
+            return status
+        if not bind and policy == NUMATopologyPolicy.NONE:
+            return Status.success()
+        if bind and (options.cpu_topology is None or not options.cpu_topology.is_valid):
+            return Status.unresolvable(ERR_INVALID_CPU_TOPOLOGY)
+        restore = restore_state_of(state, node_name)
+        alloc = restore.matched.get(reservation.uid)
+        if alloc is None:
+            return Status.success()
+        hint = AffinityStore.of(state).get(node_name)
+        try:
+            res_options = self._resource_options(st, record, bind, hint, options)
+        except AnnotationError as err:
+            return Status.unresolvable(str(err))
+        result, status = self._allocate_from_reservations(
+            st, pod, node_name, res_options, restore, {reservation.uid: alloc}
+        )
+        if not status.is_success:
+            return status
+        if result is None:
+            return Status.unschedulable("reservation NUMA scope is incompatible with the best topology hint")
+        return Status.success()
+
+    def pre_bind_reservation(
+        self, state: CycleState, reservation: Mapping[str, Any], node_name: str
+    ) -> Status:
+        """``PreBindReservation``: the reserve pod's cpuset (``resource-status``, and ``resource-spec`` when
+        missing) written on the Reservation."""
+        annotations = ((reservation.get("metadata") or {}).get("annotations")) or {}
+        return self._pre_bind_object(state, annotations, node_name)
 
     # --- Filter -------------------------------------------------------------------------------------------
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
@@ -471,7 +749,9 @@ class NodeNUMAResource(
                 except AnnotationError as err:
                     return Status.unresolvable(str(err))
                 restore = restore_state_of(state, record.name)
-                alloc, status = self._allocate_from_reservations(pod, record.name, res_options, restore)
+                alloc, status = self._allocate_from_reservations(
+                    st, pod, record.name, res_options, restore, restore.matched
+                )
                 if not status.is_success or alloc is not None:
                     return status
                 _, status = self._allocate_from_node(pod, record.name, res_options, restore)
@@ -676,7 +956,9 @@ class NodeNUMAResource(
         except AnnotationError as err:
             return Status.unresolvable(str(err))
         restore = restore_state_of(state, record.name)
-        alloc, status = self._allocate_from_reservations(pod, record.name, res_options, restore)
+        alloc, status = self._allocate_from_reservations(
+            st, pod, record.name, res_options, restore, restore.matched
+        )
         if not status.is_success or alloc is not None:
             return status
         _, status = self._allocate_from_node(pod, record.name, res_options, restore)
@@ -711,7 +993,9 @@ class NodeNUMAResource(
         if policy == NUMATopologyPolicy.NONE:
             return self._score_with_amplified_cpus(st, node, res_options), Status.success()
         restore = restore_state_of(state, record.name)
-        alloc, status = self._allocate_from_reservations(pod, record.name, res_options, restore)
+        alloc, status = self._allocate_from_reservations(
+            st, pod, record.name, res_options, restore, restore.matched
+        )
         if status.is_success and alloc is None:
             alloc, status = self._allocate_from_node(pod, record.name, res_options, restore)
         if not status.is_success or alloc is None:
@@ -783,6 +1067,8 @@ class NodeNUMAResource(
         if st.allocation is not None:
             st.allocated_node = node_name
             self.resources.update(node_name, st.allocation)
+        # Upstream clears the per-node restore data here: it is O(nodes) and the binding cycle needs none.
+        state.write(RESTORE_STATE_KEY, {})
         return Status.success()
 
     def _allocate(
@@ -805,7 +1091,7 @@ class NodeNUMAResource(
         except AnnotationError as err:
             return Status.as_error(str(err))
         restore = restore_state_of(state, record.name)
-        alloc, status = self._allocate_from_reservations(pod, record.name, res_options, restore)
+        alloc, status = self._allocate_with_nominated(state, st, pod, record.name, res_options, restore)
         if not status.is_success:
             return status
         if alloc is None:
@@ -828,9 +1114,14 @@ class NodeNUMAResource(
 
     # --- PreBind ------------------------------------------------------------------------------------------
     def pre_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
+        return self._pre_bind_object(state, pod.annotations, node_name)
+
+    def _pre_bind_object(self, state: CycleState, current: Mapping[str, str], node_name: str) -> Status:
+        """``preBindObject``: the allocation into the batched patch of the pod (or of the Reservation, for a
+        reserve pod); ``current`` are the object's annotations."""
         st = self._state(state)
         if st is None:
-            return Status.as_error(f"{NAME}: no PreFilter state for pod {pod.key}")
+            return Status.as_error(f"{NAME}: no PreFilter state")
         if st.skip or st.allocation is None:
             return Status.success()
         node = self.handle.node_info(node_name)
@@ -843,7 +1134,7 @@ class NodeNUMAResource(
             return status
         annotations = state.pod_mutation.annotations
         if bind:
-            spec = append_resource_spec_if_missed(pod.annotations, st, record.labels, options)
+            spec = append_resource_spec_if_missed(current, st, record.labels, options)
             if spec is not None:
                 annotations[ANNOTATION_RESOURCE_SPEC] = spec.to_json()
         alloc = st.allocation

@@ -195,6 +195,11 @@ class ResourceManager:
         with self._lock:
             self._nodes.pop(node, None)
 
+    def pod_allocation(self, node: str, uid: str) -> PodAllocation | None:
+        """What ``uid`` (a pod, or a reservation's reserve pod) holds on ``node``."""
+        found = self._nodes.get(node)
+        return found.pods.get(uid) if found is not None else None
+
     def allocated_cpuset(self, node: str, uid: str) -> frozenset[int] | None:
         found = self._nodes.get(node)
         alloc = found.pods.get(uid) if found is not None else None

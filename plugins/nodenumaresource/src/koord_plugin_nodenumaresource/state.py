@@ -3,8 +3,8 @@
 ``PreFilterState`` is what PreFilter works out once per pod (Koordinator's ``preFilterState``).
 ``NodeRestoreState`` is what Koordinator's reservation hooks (``RestoreReservation``) leave per node: CPUs
 and NUMA resources that matched reservations give back to the pod. Until the framework runs those hooks it
-is always empty, and the plugin's ``_allocate_from_reservations`` then answers "nothing reserved here",
-exactly as upstream's ``tryAllocateFromReusable`` does for a node without matched reservations.
+is filled by ``NodeNUMAResource.restore_reservation`` for the nodes where the pod matches reservations (or
+other reservations have owners); elsewhere it is empty and Reserve allocates from the node alone.
 """
 
 from __future__ import annotations
@@ -13,10 +13,21 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Final
 
+from koord_framework.api.resources import add, subtract_non_negative
 from koord_framework.scheduler.cycle_state import CycleState
+from koord_framework.scheduler.frameworkext import ReservationInfo
 from koord_plugin_nodenumaresource.node_allocation import PodAllocation
 
-__all__ = ["RESTORE_STATE_KEY", "STATE_KEY", "NodeRestoreState", "PreFilterState", "restore_state_of"]
+__all__ = [
+    "RESTORE_STATE_KEY",
+    "STATE_KEY",
+    "NodeRestoreState",
+    "PreFilterState",
+    "ReusableAlloc",
+    "merge_by_numa",
+    "restore_state_of",
+    "set_restore_state",
+]
 
 STATE_KEY: Final = "NodeNUMAResource"
 RESTORE_STATE_KEY: Final = "NodeNUMAResource/reservation-restore"
@@ -36,24 +47,92 @@ class PreFilterState:
     allocation: PodAllocation | None = None
     """Set by Reserve (and by Filter for a designated allocation); PreBind writes it out."""
     allocated_node: str = ""
+    has_reservation_affinity: bool = False
+    """The pod must consume a reservation (required reservation affinity): no fallback to the node."""
+    reservation_ignored: bool = False
+    """The pod has the ``reservation-ignored`` label: reserved-but-unused CPUs are usable too."""
 
     def clone(self) -> PreFilterState:
         return replace(self)
+
+
+ResourcesByNUMA = Mapping[int, Mapping[str, int]]
+
+
+def merge_by_numa(*parts: ResourcesByNUMA | None) -> dict[int, dict[str, int]]:
+    """``appendAllocated``: the per-NUMA-node sum of ``parts``."""
+    out: dict[int, dict[str, int]] = {}
+    for part in parts:
+        for numa, res in (part or {}).items():
+            out[numa] = dict(add(out.get(numa, {}), res))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class ReusableAlloc:
+    """What one reservation holds on a node in this plugin's terms (Koordinator's ``reusableAlloc``)."""
+
+    reservation: ReservationInfo
+    allocatable_cpus: frozenset[int] = frozenset()
+    """The reservation's whole reserved cpuset."""
+    allocated_cpus: frozenset[int] = frozenset()
+    """As upstream: the reserved cpuset again (owners' CPUs inside it are a subset)."""
+    remained_cpus: frozenset[int] = frozenset()
+    """Reserved CPUs no owner pod has taken yet."""
+    allocatable: ResourcesByNUMA | None = None
+    allocated: ResourcesByNUMA | None = None
+    remained: ResourcesByNUMA | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class NodeRestoreState:
     """Reservation resources restored on one node (Koordinator's ``nodeReservationRestoreStateData``)."""
 
+    matched: Mapping[str, ReusableAlloc] = field(default_factory=dict)
+    """Reservations the pod may consume, by uid (only those holding CPUs or NUMA resources)."""
+    unmatched: Mapping[str, ReusableAlloc] = field(default_factory=dict)
     matched_remain_cpus: frozenset[int] = frozenset()
-    """CPUs of matched reservations the pod may take (preferred CPUs)."""
-    matched_allocatable: Mapping[int, Mapping[str, int]] = field(default_factory=dict)
-    """Per NUMA node, resources held by matched reservations that the pod may reuse."""
-    unmatched_used: Mapping[int, Mapping[str, int]] = field(default_factory=dict)
+    """CPUs of matched reservations not yet taken by their owners."""
+    matched_allocated_cpus: frozenset[int] = frozenset()
+    matched_allocatable: ResourcesByNUMA = field(default_factory=dict)
+    """Per NUMA node, resources held by matched reservations."""
+    matched_allocated: ResourcesByNUMA = field(default_factory=dict)
+    """Per NUMA node, what owner pods already use of the matched reservations."""
+    unmatched_used: ResourcesByNUMA = field(default_factory=dict)
+    """Per NUMA node, what owner pods use of the other reservations (counted twice on the node otherwise)."""
+
+    @classmethod
+    def merged(
+        cls, matched: Mapping[str, ReusableAlloc], unmatched: Mapping[str, ReusableAlloc]
+    ) -> NodeRestoreState:
+        """``mergeReservationAllocations``."""
+        used = merge_by_numa(
+            *(
+                {
+                    n: subtract_non_negative(r, (a.remained or {}).get(n, {}))
+                    for n, r in (a.allocatable or {}).items()
+                }
+                for a in unmatched.values()
+            )
+        )
+        remain: set[int] = set()
+        allocated: set[int] = set()
+        for a in matched.values():
+            remain |= a.remained_cpus
+            allocated |= a.allocated_cpus
+        return cls(
+            matched=dict(matched),
+            unmatched=dict(unmatched),
+            matched_remain_cpus=frozenset(remain),
+            matched_allocated_cpus=frozenset(allocated),
+            matched_allocatable=merge_by_numa(*(a.allocatable for a in matched.values())),
+            matched_allocated=merge_by_numa(*(a.allocated for a in matched.values())),
+            unmatched_used=used,
+        )
 
     @property
     def empty(self) -> bool:
-        return not (self.matched_remain_cpus or self.matched_allocatable or self.unmatched_used)
+        return not (self.matched or self.unmatched)
 
 
 _NO_RESTORE = NodeRestoreState()
@@ -67,3 +146,11 @@ def restore_state_of(state: CycleState, node: str) -> NodeRestoreState:
         if isinstance(found, NodeRestoreState):
             return found
     return _NO_RESTORE
+
+
+def set_restore_state(state: CycleState, node: str, restore: NodeRestoreState) -> None:
+    per_node = state.get(RESTORE_STATE_KEY)
+    if not isinstance(per_node, dict):
+        per_node = {}
+        state.write(RESTORE_STATE_KEY, per_node)
+    per_node[node] = restore
