@@ -192,9 +192,10 @@ def test_a_distribution_outside_the_repo_contributes_a_kind_koord_simulate_loads
     )
     cluster = tmp_path / "cluster"
     cluster.mkdir()
-    # The base example (nodes, metrics, pods): every pod of it fits, so exit 0 means the run went well. The
-    # plugins' example files add pods that cannot fit by design.
-    for src in sorted((ROOT / "configs" / "examples" / "cluster").glob("[0-9]*.yaml")):
+    # The base example (nodes, metrics, pods) and the NUMA nodes its LSR pods need: every pod of it fits, so
+    # exit 0 means the run went well. The plugins' other example files add pods that cannot fit by design.
+    example = ROOT / "configs" / "examples" / "cluster"
+    for src in [*sorted(example.glob("[0-9]*.yaml")), example / "numa-nodes.yaml"]:
         (cluster / src.name).write_text(src.read_text())
     policy = {
         "apiVersion": "example.dev/v1alpha1",

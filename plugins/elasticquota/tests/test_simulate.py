@@ -56,7 +56,7 @@ def test_simulate_explains_quota_refusals_and_reports_quotas(
         "Insufficient quotas, quotaName: team, runtime: cpu:2,memory:3Gi, used: cpu:2,memory:2Gi" in message
     )
     assert "pod's request: cpu:1,memory:1Gi, exceedDimensions: [cpu]" in message
-    quotas = {q["name"]: q for q in doc["plugins"]["ElasticQuota"]["quotas"]}
+    quotas = {q["name"]: q for q in doc["plugins"]["ElasticQuota"]}
     assert quotas["team"]["used"] == {"cpu": "2", "memory": "2Gi"}
     assert quotas["team"]["runtime"] == {"cpu": "2", "memory": "3Gi"}
     assert quotas["team"]["request"] == {"cpu": "3", "memory": "3Gi"}
