@@ -42,9 +42,9 @@ from koord_framework.cluster.port import ClusterPort
 from koord_framework.cluster.served import install_hint
 from koord_framework.component import ComponentRunner
 from koord_framework.devices.daemon import DeviceDaemon, SyncResult
+from koord_framework.devices.nvml import NVML, PynvmlNVML
 from koord_framework.errors import KindNotServedError
 from koord_framework.health import parse_address
-from koord_framework.devices.nvml import NVML, PynvmlNVML
 from koord_framework.koordlet.hostpaths import HostPaths
 
 EXIT_OK, EXIT_PROBLEM, EXIT_BAD_INPUT = 0, 1, 2
@@ -76,7 +76,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--health-address",
         default="0.0.0.0:9318",
         metavar="HOST:PORT",
-        help="serve /healthz, /readyz and /metrics here when not --oneshot (port 0: any; default 0.0.0.0:9318)",
+        help="serve /healthz, /readyz and /metrics here unless --oneshot (port 0: any; default: %(default)s)",
     )
     parser.add_argument(
         "--duration", type=float, metavar="SECONDS", help="stop after this long (tests, demos)"
@@ -162,7 +162,12 @@ def run(args: argparse.Namespace, *, stop: threading.Event | None = None, nvml: 
 
     if args.oneshot:
         results: list[SyncResult] = []
-        daemon.run(stop, interval, lambda r: (results.append(r), on_result(r)), oneshot=True)
+
+        def record(result: SyncResult) -> None:
+            results.append(result)
+            on_result(result)
+
+        daemon.run(stop, interval, record, oneshot=True)
         return EXIT_PROBLEM if results and results[-1].action == "failed" else EXIT_OK
     runner = ComponentRunner(
         "device-daemon",

@@ -184,7 +184,8 @@ def unknown_kind(kind: str, known: Iterable[str]) -> str:
     if dist is not None:
         return (
             f"unknown kind {kind!r}: no installed distribution contributes it; install {dist} "
-            f"(pip install {dist}), which registers {kind} through the {KIND_ENTRY_POINT_GROUP!r} entry points"
+            f"(pip install {dist}), which registers {kind} through the {KIND_ENTRY_POINT_GROUP!r} "
+            "entry points"
         )
     return f"unknown kind {kind!r}; known kinds: {', '.join(sorted(known))}"
 

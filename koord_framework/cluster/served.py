@@ -4,8 +4,8 @@ Kubernetes' own kinds (Pod, Node, Lease, ...) are always there on a supported cl
 CustomResourceDefinition that has to be installed first. ``install_hint`` names it and the two ways this
 project ships it: the manifests in ``configs/crds`` (one file per CRD, named ``<group>_<plural>.yaml`` as
 Koordinator's ``config/crd/bases``) and the Helm chart's ``crds.*`` values (``crds.managed`` plus one switch
-per plural, as Koordinator's chart). Kinds are looked up among the built-in ones and those the installed distributions
-contribute (ADR 0004).
+per plural, as Koordinator's chart). Kinds are looked up among the built-in ones and those the installed
+distributions contribute (ADR 0004).
 """
 
 from __future__ import annotations

@@ -1,11 +1,12 @@
 """Every long-running command says so when it cannot do its job (issue 24).
 
-For ``koord scheduler``, ``koord descheduler``, ``koord koordlet`` and ``koord device-daemon``: a fatal exception injected into the
-work loop fails ``/healthz`` while the command releases what it holds, then the command returns a non-zero
-status with the one-line reason ``koord <command>: fatal: <cause>``. The scheduler, on a cluster that does
-not serve NodeMetric, waits unready naming the kind and how to install it, then schedules once it is served;
-an error inside one scheduling cycle stays that pod's error. The device daemon waits unready for the Device
-CRD, and refuses to start without the distribution that contributes the kind.
+For ``koord scheduler``, ``koord descheduler``, ``koord koordlet`` and ``koord device-daemon``: a fatal
+exception injected into the work loop fails ``/healthz`` while the command releases what it holds, then the
+command returns a non-zero status with the one-line reason ``koord <command>: fatal: <cause>``. The
+scheduler, on a cluster that does not serve NodeMetric, waits unready naming the kind and how to install it,
+then schedules once it is served; an error inside one scheduling cycle stays that pod's error. The device
+daemon waits unready for the Device CRD, and refuses to start without the distribution that contributes the
+kind.
 """
 
 from __future__ import annotations

@@ -40,7 +40,10 @@ def test_plugin_kinds_have_hints_and_a_missing_distribution_is_named() -> None:
 
     for kind in KIND_DISTRIBUTIONS:  # installed in the project's environment: a CRD to apply
         assert kind in installed_kinds()
-        assert crd_file(kind) == f"configs/crds/{installed_kinds()[kind].group}_{installed_kinds()[kind].plural}.yaml"
+        assert (
+            crd_file(kind)
+            == f"configs/crds/{installed_kinds()[kind].group}_{installed_kinds()[kind].plural}.yaml"
+        )
         assert "kubectl apply -f configs/crds/" in install_hint(kind)
     installed_kinds.cache_clear()
     try:

@@ -17,7 +17,14 @@ import yaml
 
 from koord_framework.cluster.clock import VirtualClock
 from koord_framework.cluster.informer import SharedInformer
-from koord_framework.cluster.kinds import KIND_DISTRIBUTIONS, KINDS, KindInfo, KindProblem, KindRegistry, PrinterColumn
+from koord_framework.cluster.kinds import (
+    KIND_DISTRIBUTIONS,
+    KINDS,
+    KindInfo,
+    KindProblem,
+    KindRegistry,
+    PrinterColumn,
+)
 from koord_framework.cluster.manifests import dump_manifests, load_manifests
 from koord_framework.cluster.memory import MemoryCluster
 from koord_framework.errors import ManifestError
@@ -104,7 +111,9 @@ def test_koordinator_kinds_come_from_their_plugins(tmp_path: Path) -> None:
     assert len(set(messages)) == 1
     assert messages[0].endswith("pg.yaml (document 0): spec.minMember: expected an integer, got string")
     # Without the distribution that contributes it, the kind is refused naming what to install.
-    with pytest.raises(ManifestError, match=r"kind: unknown kind 'PodGroup'.*install koord-plugin-coscheduling"):
+    with pytest.raises(
+        ManifestError, match=r"kind: unknown kind 'PodGroup'.*install koord-plugin-coscheduling"
+    ):
         load_manifests([path], KindRegistry.builtin())
     builtin, installed = KindRegistry.builtin(), KindRegistry.discover()
     for name, dist in KIND_DISTRIBUTIONS.items():

@@ -1,5 +1,5 @@
-"""The ElasticQuota kind this distribution contributes (ADR 0004): registered through ``koord.kinds``, checked as
-manifests load, with errors naming file, object and field."""
+"""The ElasticQuota kind this distribution contributes (ADR 0004): registered through ``koord.kinds``,
+checked as manifests load, with errors naming file, object and field."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 import yaml
+from koord_plugin_elasticquota.kinds import KINDS
 
 from koord_framework.cluster.kinds import KindRegistry
 from koord_framework.cluster.manifests import load_manifests
 from koord_framework.errors import ManifestError
-from koord_plugin_elasticquota.kinds import KINDS
 
 NAMESPACE = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}}
 
@@ -48,5 +48,7 @@ def test_a_bad_field_is_refused_naming_file_object_and_field(tmp_path: Path) -> 
 
 def test_without_the_distribution_the_kind_names_it(tmp_path: Path) -> None:
     path = _write(tmp_path, _obj({"spec": {"max": {"cpu": "lots"}}}))
-    with pytest.raises(ManifestError, match="unknown kind 'ElasticQuota'.*install koord-plugin-elasticquota"):
+    with pytest.raises(
+        ManifestError, match=r"unknown kind 'ElasticQuota'.*install koord-plugin-elasticquota"
+    ):
         load_manifests([path], KindRegistry.builtin())

@@ -1,5 +1,5 @@
-"""The Reservation kind this distribution contributes (ADR 0004): registered through ``koord.kinds``, checked as
-manifests load, with errors naming file, object and field."""
+"""The Reservation kind this distribution contributes (ADR 0004): registered through ``koord.kinds``,
+checked as manifests load, with errors naming file, object and field."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 import yaml
+from koord_plugin_reservation.kinds import KINDS
 
 from koord_framework.cluster.kinds import KindRegistry
 from koord_framework.cluster.manifests import load_manifests
 from koord_framework.errors import ManifestError
-from koord_plugin_reservation.kinds import KINDS
 
 NAMESPACE = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}}
 
@@ -54,5 +54,5 @@ def test_without_the_distribution_the_kind_names_it(tmp_path: Path) -> None:
     path = _write(
         tmp_path, _obj({"spec": {"template": {"spec": {"containers": [{"name": "c"}]}}, "owners": []}})
     )
-    with pytest.raises(ManifestError, match="unknown kind 'Reservation'.*install koord-plugin-reservation"):
+    with pytest.raises(ManifestError, match=r"unknown kind 'Reservation'.*install koord-plugin-reservation"):
         load_manifests([path], KindRegistry.builtin())
