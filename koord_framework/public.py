@@ -27,6 +27,7 @@ PUBLIC_MODULES: dict[str, str] = {
     "koord_framework.cluster.manifests": "load_manifests: read a cluster folder (a plugin's CLI subcommand)",
     "koord_framework.cluster.records": "rebound: a pod record after a bind without parsing the pod again",
     "koord_framework.cluster.kinds": "KindInfo, KindValidator: how a distribution contributes a CRD kind",
+    "koord_framework.cluster.field_checks": "FieldChecks: strict field checks for a kind's validator",
     "koord_framework.config.common": "args building blocks: Duration, LabelSelector, ConfigModel",
     "koord_framework.testing.**": "the testing kit: builders, harnesses, conformance (tests)",
     "koord_framework.docs.**": "README checks and args tables (a plugin's own tests)",

@@ -3,6 +3,7 @@
     koord device-daemon --node-name NAME [--cluster PATH... | --kubeconfig [FILE]] [--host-root DIR]
                         [--oneshot] [--sleep-interval DURATION] [--no-timestamp]
                         [--output-file FILE] [--output json|yaml] [--no-nvml]
+                        [--health-address HOST:PORT] [--duration SECONDS]
 
 Koordinator's koord-device-daemon, for NVIDIA GPUs and RDMA NICs: every ``--sleep-interval`` (default 60s)
 the host under ``--host-root`` is scanned -- GPUs through NVML (``nvidia-ml-py``, loaded only if present)
@@ -12,9 +13,16 @@ and the node's ``Device`` (scheduling.koordinator.sh/v1alpha1) plus the ``node.k
 (manifests with ``--cluster``, a real API server with ``--kubeconfig``; neither: only printed). Each round
 is printed (to ``--output-file`` when given, replacing its content) with a timestamp unless
 ``--no-timestamp``. ``--oneshot`` scans once and exits. A device or NVML failure marks devices unhealthy and
-is reported; it never stops the daemon.
+is reported, and a failed write is retried on the next round; neither stops the daemon.
 
-Exit status: 0 ok, 1 the oneshot round failed to write, 2 bad input.
+Without ``--oneshot`` the daemon is a long-running component (``koord_framework.component``, see
+docs/components.md): ``/healthz``, ``/readyz`` and ``/metrics`` on ``--health-address``; ready while its
+last round wrote the Device (or, without a cluster, printed it). When the API server does not serve the
+Device CRD the daemon waits, unready, without a time limit, logging once how to install it (Koordinator's
+device reporter in the koordlet retries every round and never exits). An unexpected exception in its loop
+ends it: ``/healthz`` fails, then ``koord device-daemon: fatal: <cause>`` and exit 1.
+
+Exit status: 0 ok (stopped on request), 1 the oneshot round failed to write or the loop died, 2 bad input.
 """
 
 from __future__ import annotations
@@ -22,16 +30,21 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import yaml
 
+from koord_framework.cluster.kinds import unknown_kind
 from koord_framework.cluster.port import ClusterPort
+from koord_framework.cluster.served import install_hint
+from koord_framework.component import ComponentRunner
 from koord_framework.devices.daemon import DeviceDaemon, SyncResult
 from koord_framework.devices.nvml import NVML, PynvmlNVML
+from koord_framework.errors import KindNotServedError
+from koord_framework.health import parse_address
 from koord_framework.koordlet.hostpaths import HostPaths
 
 EXIT_OK, EXIT_PROBLEM, EXIT_BAD_INPUT = 0, 1, 2
@@ -59,6 +72,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--output-file", metavar="FILE", help="write each round here instead of stdout")
     parser.add_argument("--output", "-o", choices=("json", "yaml"), default="json")
     parser.add_argument("--no-nvml", action="store_true", help="do not use NVML (sysfs PCI only)")
+    parser.add_argument(
+        "--health-address",
+        default="0.0.0.0:9318",
+        metavar="HOST:PORT",
+        help="serve /healthz, /readyz and /metrics here unless --oneshot (port 0: any; default: %(default)s)",
+    )
+    parser.add_argument(
+        "--duration", type=float, metavar="SECONDS", help="stop after this long (tests, demos)"
+    )
     parser.set_defaults(func=run)
 
 
@@ -121,26 +143,85 @@ def run(args: argparse.Namespace, *, stop: threading.Event | None = None, nvml: 
     root = Path(args.host_root)
     if not root.is_dir():
         return _bad_input(f"--host-root {root}: not a directory")
+    if not args.oneshot:
+        parse_address(args.health_address, "--health-address")  # a typo fails before the cluster is read
     cluster = _cluster(args)
+    if cluster is not None and DEVICE_KIND not in cluster.kinds:
+        # The kind is koord-plugin-deviceshare's (ADR 0004): without it no round could ever write.
+        print(f"koord device-daemon: error: {unknown_kind(DEVICE_KIND, cluster.kinds)}", file=sys.stderr)
+        return EXIT_PROBLEM
     backend = None if args.no_nvml else (nvml if nvml is not None else PynvmlNVML())
     clock = cluster.clock.now if cluster is not None else _wall_clock
     daemon = DeviceDaemon(node, cluster, HostPaths.under(root), backend, clock)
     stop = stop if stop is not None else threading.Event()
-    if threading.current_thread() is threading.main_thread():
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda *_: stop.set())
-    results: list[SyncResult] = []
 
     def on_result(result: SyncResult) -> None:
-        results.append(result)
         _emit(result, args)
         for error in result.errors:
             print(f"koord device-daemon: {error}", file=sys.stderr)
 
-    daemon.run(stop, interval, on_result, oneshot=args.oneshot)
-    if args.oneshot and results and results[-1].action == "failed":
-        return EXIT_PROBLEM
-    return EXIT_OK
+    if args.oneshot:
+        results: list[SyncResult] = []
+
+        def record(result: SyncResult) -> None:
+            results.append(result)
+            on_result(result)
+
+        daemon.run(stop, interval, record, oneshot=True)
+        return EXIT_PROBLEM if results and results[-1].action == "failed" else EXIT_OK
+    runner = ComponentRunner(
+        "device-daemon",
+        lambda _registry: DeviceDaemonComponent(daemon, interval, on_result),
+        address=args.health_address,
+        flag="--health-address",
+        cluster=cluster,
+    )
+    print(
+        f"koord device-daemon: serving /healthz, /readyz and /metrics on port {runner.port}", file=sys.stderr
+    )
+    try:
+        return runner.run(stop, duration=args.duration)
+    finally:
+        close = getattr(cluster, "close", None)  # a real cluster's connections
+        if callable(close):
+            close()
+
+
+DEVICE_KIND = "Device"
+
+
+class DeviceDaemonComponent:
+    """The daemon's loop as a ``koord_framework.component.Component``: ready while its last round wrote the
+    node's Device (or printed it, without a cluster)."""
+
+    def __init__(
+        self, daemon: DeviceDaemon, interval: float, on_result: Callable[[SyncResult], None]
+    ) -> None:
+        cluster = daemon.cluster
+        if cluster is not None and not cluster.serves(DEVICE_KIND):
+            # The runner waits, unready, and builds again once the CRD is served (docs/components.md).
+            raise KindNotServedError(
+                DEVICE_KIND, f"the API server does not serve {DEVICE_KIND}; {install_hint(DEVICE_KIND)}"
+            )
+        self.daemon, self.interval, self.on_result = daemon, interval, on_result
+        self._ready = threading.Event()
+
+    def _observe(self, result: SyncResult) -> None:
+        if result.action == "failed":
+            self._ready.clear()
+        else:
+            self._ready.set()
+        self.on_result(result)
+
+    def run(self, stop: threading.Event) -> None:
+        self.daemon.run(stop, self.interval, self._observe)
+
+    def ready(self) -> bool:
+        return self._ready.is_set()
+
+    def close(self) -> None:
+        """Nothing to release: the daemon holds no thread or socket of its own (the cluster is closed by
+        the command)."""
 
 
 def _wall_clock() -> float:

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from koord_framework.api.objects import NodeRecord, PodInfo, condition_times, copy_pod_info
+from koord_framework.cluster.kinds import unknown_kind
 from koord_framework.cluster.memory import ResourceExpiredError
 from koord_framework.cluster.port import ClusterPort, Obj, WatchEvent
 
@@ -80,7 +81,7 @@ class SharedInformer:
         kinds = self.cluster.kinds
         info = kinds.get(kind)
         if info is None:
-            raise ValueError(f"unknown kind {kind!r}; known kinds: {', '.join(sorted(kinds))}")
+            raise ValueError(unknown_kind(kind, kinds))
         self._namespaced[kind] = info.namespaced
         with self._dispatch_lock:
             if kind in self._unsubscribe:

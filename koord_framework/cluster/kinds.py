@@ -10,6 +10,7 @@ kinds from it: nothing is registered process-wide.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
@@ -119,46 +120,13 @@ CORE_KINDS: tuple[KindInfo, ...] = (
 """The Kubernetes kinds the framework itself reads and writes."""
 
 KOORDINATOR_KINDS: tuple[KindInfo, ...] = (
-    # The framework's built-in provider of Koordinator's kinds. Their validators are
-    # ``cluster.manifest_checks``' (attached by ``KindRegistry.builtin``); each moves into the plugin that
-    # owns the kind as that plugin arrives, which then contributes the kind itself (ADR 0004).
+    # The Koordinator kinds the framework's own runtime reads or writes (ADR 0004 records who reads each):
+    # the koordlet writes NodeMetric and NodeResourceTopology and reads NodeSLO, the descheduler's
+    # node-usage code reads NodeMetric. Their validators are ``cluster.manifest_checks``' (attached by
+    # ``KindRegistry.builtin``). ElasticQuota, PodGroup, Device and Reservation are contributed by their
+    # plugins (``KIND_DISTRIBUTIONS``).
     _koordinator("NodeMetric", "slo.koordinator.sh", "v1alpha1", "nodemetrics", False),
     _koordinator("NodeSLO", "slo.koordinator.sh", "v1alpha1", "nodeslos", False),
-    _koordinator(
-        "ElasticQuota",
-        "scheduling.sigs.k8s.io",
-        "v1alpha1",
-        "elasticquotas",
-        True,
-        status_subresource=False,
-        approval="https://github.com/kubernetes-sigs/scheduler-plugins/pull/52",
-    ),
-    _koordinator(
-        "PodGroup",
-        "scheduling.sigs.k8s.io",
-        "v1alpha1",
-        "podgroups",
-        True,
-        status_subresource=False,
-        approval="https://github.com/kubernetes-sigs/scheduler-plugins/pull/50",
-    ),
-    _koordinator(
-        "Device", "scheduling.koordinator.sh", "v1alpha1", "devices", False, status_subresource=False
-    ),
-    _koordinator(
-        "Reservation",
-        "scheduling.koordinator.sh",
-        "v1alpha1",
-        "reservations",
-        False,
-        printer_columns=(
-            PrinterColumn("Phase", ".status.phase"),
-            _AGE,
-            PrinterColumn("Node", ".status.nodeName"),
-            PrinterColumn("TTL", ".spec.ttl"),
-            PrinterColumn("Expires", ".spec.expires"),
-        ),
-    ),
     _koordinator(
         "PodMigrationJob",
         "scheduling.koordinator.sh",
@@ -196,6 +164,31 @@ KOORDINATOR_KINDS: tuple[KindInfo, ...] = (
         storage_version="v1alpha2",
     ),
 )
+
+KIND_DISTRIBUTIONS: Mapping[str, str] = MappingProxyType(
+    {
+        "ElasticQuota": "koord-plugin-elasticquota",
+        "PodGroup": "koord-plugin-coscheduling",
+        "Device": "koord-plugin-deviceshare",
+        "Reservation": "koord-plugin-reservation",
+    }
+)
+"""Koordinator's kinds that a distribution of this project contributes (not the framework): what to install
+when an object of one of them meets a cluster that does not know it."""
+
+
+def unknown_kind(kind: str, known: Iterable[str]) -> str:
+    """The message for a kind no installed distribution contributes: the distribution to install when it is
+    one of Koordinator's, else the kinds known."""
+    dist = KIND_DISTRIBUTIONS.get(kind)
+    if dist is not None:
+        return (
+            f"unknown kind {kind!r}: no installed distribution contributes it; install {dist} "
+            f"(pip install {dist}), which registers {kind} through the {KIND_ENTRY_POINT_GROUP!r} "
+            "entry points"
+        )
+    return f"unknown kind {kind!r}; known kinds: {', '.join(sorted(known))}"
+
 
 KINDS: Mapping[str, KindInfo] = MappingProxyType({k.kind: k for k in (*CORE_KINDS, *KOORDINATOR_KINDS)})
 """The built-in kinds (read-only). A cluster knows these plus what installed distributions contribute:
@@ -278,6 +271,14 @@ class KindRegistry(Mapping[str, KindInfo]):
     def with_kinds(self, extra: Iterable[KindInfo]) -> KindRegistry:
         """A registry with these kinds too (the contributed ones included)."""
         return KindRegistry([*self._load().values(), *extra])
+
+
+@functools.cache
+def installed_kinds() -> KindRegistry:
+    """The built-in kinds and those of the installed distributions, gathered once per process: the default
+    of the callers that are given no cluster's registry (the manifest loader, the missing-CRD hints). Read
+    only, like every ``KindRegistry``."""
+    return KindRegistry.discover()
 
 
 def contributed_kinds() -> list[KindInfo]:

@@ -17,7 +17,7 @@ from typing import Any
 from koord_framework.api.quantity import Quantity, QuantityError
 from koord_framework.api.resources import to_int
 from koord_framework.cluster.clock import parse_time
-from koord_framework.cluster.kinds import KINDS, KindInfo, KindProblem, KindValidator
+from koord_framework.cluster.kinds import KindInfo, KindProblem, KindValidator, installed_kinds, unknown_kind
 from koord_framework.cluster.yaml_io import join_path
 from koord_framework.errors import ManifestError
 
@@ -27,6 +27,10 @@ _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _PERCENT = re.compile(r"^[0-9]+%$")
 _GO_DURATION = re.compile(r"^[-+]?(0|([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+$")
+
+_SUBDOMAIN_NAMED = ("Pod", "Node", "NodeMetric", "NodeSLO", "NodeResourceTopology")
+"""Kinds whose names must be DNS-1123 subdomains here (a contributed kind checks its own, as Device's
+validator does)."""
 
 _POD_PHASES = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
 _CONDITION_STATUSES = ("True", "False", "Unknown")
@@ -58,7 +62,8 @@ class _Checker:
     def __init__(self, file: str, doc: int | None, prefix: str) -> None:
         self.file, self.doc, self.prefix = file, doc, prefix
 
-    def fail(self, path: str, message: str) -> ManifestError:
+    def fail(self, path: str, message: str) -> Exception:
+        """The error to raise for ``path`` (a ``ManifestError`` naming file, document and field)."""
         return ManifestError(self.file, self.doc, self.prefix + path, message)
 
     def mapping(self, value: Any, path: str, *, required: bool = False) -> dict[str, Any]:
@@ -209,7 +214,7 @@ def _check_metadata(c: _Checker, obj: dict[str, Any], info: KindInfo) -> None:
     meta = c.mapping(obj.get("metadata"), "metadata", required=True)
     name = c.string(meta.get("name"), "metadata.name", required=True)
     assert name is not None
-    if info.kind in ("Pod", "Node", "NodeMetric", "NodeSLO", "NodeResourceTopology", "Device"):
+    if info.kind in _SUBDOMAIN_NAMED:
         if len(name) > 253 or not _DNS1123_SUBDOMAIN.fullmatch(name):
             raise c.fail(
                 "metadata.name",
@@ -427,60 +432,6 @@ def _check_workload(c: _Checker, obj: dict[str, Any]) -> None:
         _check_pod_spec(c, c.mapping(template.get("spec"), "spec.template.spec"), "spec.template.spec")
 
 
-def _check_elastic_quota(c: _Checker, obj: dict[str, Any]) -> None:
-    spec = c.mapping(obj.get("spec"), "spec")
-    c.resources(spec.get("min"), "spec.min")
-    c.resources(spec.get("max"), "spec.max")
-    status = c.mapping(obj.get("status"), "status")
-    c.resources(status.get("used"), "status.used")
-
-
-def _check_pod_group(c: _Checker, obj: dict[str, Any]) -> None:
-    spec = c.mapping(obj.get("spec"), "spec")
-    c.integer(spec.get("minMember"), "spec.minMember", minimum=0)
-    c.integer(spec.get("scheduleTimeoutSeconds"), "spec.scheduleTimeoutSeconds", minimum=0)
-    c.resources(spec.get("minResources"), "spec.minResources")
-
-
-def _check_device(c: _Checker, obj: dict[str, Any]) -> None:
-    spec = c.mapping(obj.get("spec"), "spec")
-    for p, dev in c.items(spec.get("devices"), "spec.devices"):
-        c.string(dev.get("type"), f"{p}.type", required=True)
-        c.string(dev.get("uuid"), f"{p}.uuid")
-        c.integer(dev.get("minor"), f"{p}.minor", minimum=0)
-        c.integer(dev.get("moduleID"), f"{p}.moduleID")
-        c.boolean(dev.get("health"), f"{p}.health")
-        c.resources(dev.get("resources"), f"{p}.resources")
-        c.mapping(dev.get("topology"), f"{p}.topology")
-
-
-def _check_reservation(c: _Checker, obj: dict[str, Any]) -> None:
-    spec = c.mapping(obj.get("spec"), "spec", required=True)
-    template = c.mapping(spec.get("template"), "spec.template", required=True)
-    meta = c.mapping(template.get("metadata"), "spec.template.metadata")
-    c.string_map(meta.get("labels"), "spec.template.metadata.labels")
-    c.string_map(meta.get("annotations"), "spec.template.metadata.annotations")
-    _check_pod_spec(
-        c, c.mapping(template.get("spec"), "spec.template.spec", required=True), "spec.template.spec"
-    )
-    owners = c.items(spec.get("owners"), "spec.owners", required=True)
-    if not owners:
-        raise c.fail("spec.owners", "a reservation needs at least one owner")
-    for p, owner in owners:
-        c.mapping(owner.get("object"), f"{p}.object")
-        c.mapping(owner.get("controller"), f"{p}.controller")
-        c.mapping(owner.get("labelSelector"), f"{p}.labelSelector")
-    c.duration(spec.get("ttl"), "spec.ttl")
-    c.time(spec.get("expires"), "spec.expires")
-    c.boolean(spec.get("allocateOnce"), "spec.allocateOnce")
-    c.boolean(spec.get("unschedulable"), "spec.unschedulable")
-    status = c.mapping(obj.get("status"), "status")
-    c.string(status.get("phase"), "status.phase")
-    c.string(status.get("nodeName"), "status.nodeName")
-    c.resources(status.get("allocatable"), "status.allocatable")
-    c.resources(status.get("allocated"), "status.allocated")
-
-
 def _check_pod_migration_job(c: _Checker, obj: dict[str, Any]) -> None:
     spec = c.mapping(obj.get("spec"), "spec", required=True)
     ref = c.mapping(spec.get("podRef"), "spec.podRef", required=True)
@@ -542,10 +493,6 @@ _KIND_CHECKS: dict[str, Callable[[_Checker, dict[str, Any]], None]] = {
     "StatefulSet": _check_workload,
     "DaemonSet": _check_workload,
     "Job": _check_workload,
-    "ElasticQuota": _check_elastic_quota,
-    "PodGroup": _check_pod_group,
-    "Device": _check_device,
-    "Reservation": _check_reservation,
     "PodMigrationJob": _check_pod_migration_job,
     "ClusterColocationProfile": _check_colocation_profile,
     "NodeResourceTopology": _check_topology,
@@ -587,7 +534,7 @@ def validate_object(
     The only normalisation is the namespace: defaulted to ``default`` for namespaced kinds (as
     ``kubectl apply`` does without ``-n``) and dropped for cluster-scoped ones (the API server ignores it).
     """
-    known = kinds if kinds is not None else KINDS
+    known = kinds if kinds is not None else installed_kinds()
     c = _Checker(file, doc, prefix)
     if not isinstance(obj, dict):
         raise c.fail("", f"expected an object (mapping), got {describe_type(obj)}")
@@ -596,7 +543,7 @@ def validate_object(
     assert kind is not None and api_version is not None
     info = known.get(kind)
     if info is None:
-        raise c.fail("kind", f"unknown kind {kind!r}; known kinds: {', '.join(sorted(known))}, and List")
+        raise c.fail("kind", unknown_kind(kind, [*known, "List"]))
     if not info.accepts_api_version(api_version):
         raise c.fail("apiVersion", f"{kind} is not served as {api_version!r}; use {info.api_version!r}")
     _check_metadata(c, obj, info)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from koord_framework.cluster.kinds import KINDS, KindInfo
+from koord_framework.cluster.kinds import KindInfo, installed_kinds
 from koord_framework.cluster.manifest_checks import describe_type, validate_object
 from koord_framework.cluster.port import ClusterPort
 from koord_framework.cluster.yaml_io import dump_yaml_documents, json_document, yaml_documents
@@ -98,7 +98,7 @@ def parse_documents(
     for index, data in docs:
         if data is None:
             continue
-        _expand(data, file, index, "", out, kinds if kinds is not None else KINDS)
+        _expand(data, file, index, "", out, kinds if kinds is not None else installed_kinds())
     return out
 
 

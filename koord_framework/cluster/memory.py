@@ -46,7 +46,7 @@ from typing import Any
 
 from koord_framework.cluster.clock import Clock, VirtualClock, format_time
 from koord_framework.cluster.disruption import DisruptionStatus, disruption_status, eviction_refusal
-from koord_framework.cluster.kinds import KINDS, KindInfo, KindRegistry
+from koord_framework.cluster.kinds import KIND_DISTRIBUTIONS, KINDS, KindInfo, KindRegistry, unknown_kind
 from koord_framework.cluster.merge_patch import copy_json, copy_object, merge_patch
 from koord_framework.cluster.port import (
     ClusterPort,
@@ -104,7 +104,10 @@ STATUS_SUBRESOURCE_KINDS = frozenset(
 def has_status_subresource(info: KindInfo) -> bool:
     """Whether the kind's ``status`` is a subresource: as listed above for the built-in kinds, as its CRD
     declares for a contributed one."""
-    return info.kind in STATUS_SUBRESOURCE_KINDS if info.kind in KINDS else info.status_subresource
+    if info.kind in KINDS or info.kind in KIND_DISTRIBUTIONS:
+        # Koordinator's kinds keep the memory cluster's long-standing behaviour whoever contributes them.
+        return info.kind in STATUS_SUBRESOURCE_KINDS
+    return info.status_subresource
 
 
 _SCALED_KINDS = frozenset({"Deployment", "ReplicaSet", "StatefulSet"})
@@ -474,7 +477,7 @@ class MemoryCluster(ClusterPort):
         if info is None:
             info = self.kinds.get(kind)
             if info is None:
-                raise NotFoundError(f"unknown kind {kind!r}; known kinds: {', '.join(sorted(self.kinds))}")
+                raise NotFoundError(unknown_kind(kind, self.kinds))
             self._kind_infos[kind] = info
         return info
 

@@ -4,12 +4,13 @@ Kubernetes' own kinds (Pod, Node, Lease, ...) are always there on a supported cl
 CustomResourceDefinition that has to be installed first. ``install_hint`` names it and the two ways this
 project ships it: the manifests in ``configs/crds`` (one file per CRD, named ``<group>_<plural>.yaml`` as
 Koordinator's ``config/crd/bases``) and the Helm chart's ``crds.*`` values (``crds.managed`` plus one switch
-per plural, as Koordinator's chart).
+per plural, as Koordinator's chart). Kinds are looked up among the built-in ones and those the installed
+distributions contribute (ADR 0004).
 """
 
 from __future__ import annotations
 
-from koord_framework.cluster.kinds import KINDS
+from koord_framework.cluster.kinds import KIND_DISTRIBUTIONS, installed_kinds
 
 __all__ = ["BUILTIN_GROUPS", "crd_file", "install_hint", "is_builtin"]
 
@@ -34,13 +35,13 @@ BUILTIN_GROUPS = frozenset(
 
 
 def is_builtin(kind: str) -> bool:
-    info = KINDS.get(kind)
+    info = installed_kinds().get(kind)
     return info is not None and info.group in BUILTIN_GROUPS
 
 
 def crd_file(kind: str) -> str | None:
     """``configs/crds/<group>_<plural>.yaml`` for a custom kind; None for a built-in or unknown one."""
-    info = KINDS.get(kind)
+    info = installed_kinds().get(kind)
     if info is None or info.group in BUILTIN_GROUPS:
         return None
     return f"configs/crds/{info.group}_{info.plural}.yaml"
@@ -48,8 +49,11 @@ def crd_file(kind: str) -> str | None:
 
 def install_hint(kind: str) -> str:
     """One sentence: how to make the API server serve ``kind``."""
-    info = KINDS.get(kind)
+    info = installed_kinds().get(kind)
     if info is None:
+        dist = KIND_DISTRIBUTIONS.get(kind)
+        if dist is not None:
+            return f"{kind} is contributed by {dist}, which is not installed: pip install {dist}"
         return f"{kind} is not a kind this platform knows"
     if info.group in BUILTIN_GROUPS:
         return (

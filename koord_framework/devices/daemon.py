@@ -170,11 +170,13 @@ class DeviceDaemon:
         on_result: Callable[[SyncResult], None],
         oneshot: bool = False,
     ) -> None:
-        """Sync, report, sleep; until ``stop`` (or once). An exception in a round is reported, not raised."""
+        """Sync, report, sleep; until ``stop`` (or once). A failed write (``sync``) or an unreadable host file
+        in a round is reported and retried on the next round; any other exception is a bug that stops the
+        work, so it is raised (the component runner then ends the process, naming it: issue 24)."""
         while True:
             try:
                 result = self.sync()
-            except Exception as err:  # a daemon outlives a bad round; the next one retries
+            except OSError as err:  # a host file that vanished mid-scan: the next round retries
                 now = self.now()
                 result = SyncResult(now, {}, {}, "failed", [f"{type(err).__name__}: {err}"])
             on_result(result)

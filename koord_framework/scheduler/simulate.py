@@ -198,6 +198,8 @@ def simulate(
 def _reservation_reports(sched: Scheduler, cluster: MemoryCluster) -> list[ReservationReport]:
     """Every Reservation with its phase; a Pending one carries its reserve pod's failure message."""
     reports: list[ReservationReport] = []
+    if "Reservation" not in cluster.kinds:  # koord-plugin-reservation contributes the kind (ADR 0004)
+        return reports
     objs, _ = cluster.list("Reservation")
     for obj in sorted(objs, key=lambda o: str((o.get("metadata") or {}).get("name", ""))):
         meta = obj.get("metadata") or {}

@@ -1,10 +1,12 @@
 """Every long-running command says so when it cannot do its job (issue 24).
 
-For ``koord scheduler``, ``koord descheduler`` and ``koord koordlet``: a fatal exception injected into the
-work loop fails ``/healthz`` while the command releases what it holds, then the command returns a non-zero
-status with the one-line reason ``koord <command>: fatal: <cause>``. The scheduler, on a cluster that does
-not serve NodeMetric, waits unready naming the kind and how to install it, then schedules once it is served;
-an error inside one scheduling cycle stays that pod's error.
+For ``koord scheduler``, ``koord descheduler``, ``koord koordlet`` and ``koord device-daemon``: a fatal
+exception injected into the work loop fails ``/healthz`` while the command releases what it holds, then the
+command returns a non-zero status with the one-line reason ``koord <command>: fatal: <cause>``. The
+scheduler, on a cluster that does not serve NodeMetric, waits unready naming the kind and how to install it,
+then schedules once it is served; an error inside one scheduling cycle stays that pod's error. The device
+daemon waits unready for the Device CRD, and refuses to start without the distribution that contributes the
+kind.
 """
 
 from __future__ import annotations
@@ -23,12 +25,14 @@ from typing import Any
 import pytest
 import yaml
 
-from koord_framework.cli import koordlet, serve
+from koord_framework.cli import devicedaemon, koordlet, serve
 from koord_framework.cli.main import build_parser
 from koord_framework.cluster.clock import WallClock
+from koord_framework.cluster.kinds import KindRegistry
 from koord_framework.cluster.kube.errors import KubeApiError
 from koord_framework.cluster.memory import MemoryCluster
 from koord_framework.descheduler.descheduler import Descheduler
+from koord_framework.devices.daemon import DeviceDaemon
 from koord_framework.errors import KindNotServedError
 from koord_framework.koordlet.agent import KoordletAgent
 from koord_framework.scheduler.scheduler import Scheduler
@@ -362,3 +366,68 @@ def test_the_missing_kind_table_is_koordinators() -> None:
     # a cluster without a built-in kind is not one to wait for
     assert scheduler.timeout("Lease") == 0.0
     assert koordlet.KOORDLET_WAITS_FOR == ("NodeSLO", "NodeMetric")
+
+
+def device_daemon_args(tmp_path: Path, port: int, *source: str) -> Any:
+    (tmp_path / "host").mkdir(exist_ok=True)  # a host without devices: the Device lists none
+    return build_parser().parse_args(
+        [
+            "device-daemon",
+            "--node-name=node-1",
+            *source,
+            f"--host-root={tmp_path / 'host'}",
+            "--no-nvml",
+            "--sleep-interval=50ms",
+            f"--health-address=127.0.0.1:{port}",
+            f"--output-file={tmp_path / 'device.json'}",
+        ]
+    )
+
+
+def test_device_daemon_loop_death_exits_non_zero(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "objects.yaml").write_text(yaml.safe_dump(make_node("node-1")))
+    port = free_port()
+    inject(monkeypatch, DeviceDaemon, "sync", "injected: device scan broke")
+    release = hold_close(monkeypatch, devicedaemon.DeviceDaemonComponent)
+    args = device_daemon_args(tmp_path, port, f"--cluster={tmp_path / 'objects.yaml'}")
+    assert_dies_loudly(
+        lambda stop: devicedaemon.run(args, stop=stop),
+        port,
+        release,
+        capsys,
+        "device-daemon",
+        "injected: device scan broke",
+    )
+
+
+def test_device_daemon_without_the_device_crd_waits_unready_then_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cluster = WithoutCRD("Device")
+    cluster.create(make_node("node-1"))
+    monkeypatch.setattr(devicedaemon, "_cluster", lambda args: cluster)
+    port = free_port()
+    args = device_daemon_args(tmp_path, port, "--kubeconfig")
+    with in_thread(lambda stop: devicedaemon.run(args, stop=stop)) as (stop, result):
+        wait_for(lambda: "waiting for Device" in get(port, "/readyz")[1], 30, "unready on Device")
+        assert get(port, "/healthz") == (200, "ok")
+        assert cluster.try_get("Device", "node-1") is None
+        cluster.installed.set()
+        wait_for(lambda: get(port, "/readyz") == (200, "ok"), 30, "ready once Device is served")
+        assert cluster.try_get("Device", "node-1") is not None
+        stop.set()
+        wait_for(lambda: result != [], 30, "the exit")
+    assert result == [0]
+
+
+def test_device_daemon_without_the_deviceshare_distribution_names_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cluster = MemoryCluster(WallClock(), kinds=KindRegistry.builtin())  # Device is not a built-in kind
+    monkeypatch.setattr(devicedaemon, "_cluster", lambda args: cluster)
+    args = device_daemon_args(tmp_path, free_port(), "--kubeconfig")
+    assert devicedaemon.run(args, stop=threading.Event()) == 1
+    err = capsys.readouterr().err
+    assert "unknown kind 'Device'" in err and "install koord-plugin-deviceshare" in err

@@ -33,3 +33,26 @@ def test_builtin_and_unknown_kinds_are_not_crds() -> None:
     assert "built into Kubernetes" in install_hint("Lease")
     assert crd_file("NoSuchKind") is None
     assert "not a kind" in install_hint("NoSuchKind")
+
+
+def test_plugin_kinds_have_hints_and_a_missing_distribution_is_named() -> None:
+    from koord_framework.cluster.kinds import KIND_DISTRIBUTIONS, installed_kinds
+
+    for kind in KIND_DISTRIBUTIONS:  # installed in the project's environment: a CRD to apply
+        assert kind in installed_kinds()
+        assert (
+            crd_file(kind)
+            == f"configs/crds/{installed_kinds()[kind].group}_{installed_kinds()[kind].plural}.yaml"
+        )
+        assert "kubectl apply -f configs/crds/" in install_hint(kind)
+    installed_kinds.cache_clear()
+    try:
+        from unittest import mock
+
+        with mock.patch("koord_framework.cluster.kinds.contributed_kinds", return_value=[]):
+            assert install_hint("PodGroup") == (
+                "PodGroup is contributed by koord-plugin-coscheduling, which is not installed: "
+                "pip install koord-plugin-coscheduling"
+            )
+    finally:
+        installed_kinds.cache_clear()

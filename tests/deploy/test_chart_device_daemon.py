@@ -56,6 +56,11 @@ def test_daemonset_runs_the_device_daemon_with_the_host_paths_it_reads() -> None
     assert args.command == "device-daemon"
     assert args.node_name == "$(NODE_NAME)" and args.kubeconfig == "" and args.host_root == "/host"
     assert args.sleep_interval == "60s" and not args.oneshot
+    # The probes reach the component runner's /healthz and /readyz (issue 24) on the port it serves.
+    [port] = main["ports"]
+    assert args.health_address == f"0.0.0.0:{port['containerPort']}" and port["name"] == "http"
+    assert main["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
+    assert main["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
     # --host-root=/host with /sys mounted at /host/sys: HostPaths.under("/host").sys is that mount.
     from koord_framework.koordlet.hostpaths import HostPaths
 

@@ -17,7 +17,14 @@ import yaml
 
 from koord_framework.cluster.clock import VirtualClock
 from koord_framework.cluster.informer import SharedInformer
-from koord_framework.cluster.kinds import KINDS, KindInfo, KindProblem, KindRegistry, PrinterColumn
+from koord_framework.cluster.kinds import (
+    KIND_DISTRIBUTIONS,
+    KINDS,
+    KindInfo,
+    KindProblem,
+    KindRegistry,
+    PrinterColumn,
+)
 from koord_framework.cluster.manifests import dump_manifests, load_manifests
 from koord_framework.cluster.memory import MemoryCluster
 from koord_framework.errors import ManifestError
@@ -87,7 +94,7 @@ def test_the_kind_validator_names_file_document_and_field(tmp_path: Path) -> Non
         load_manifests([path], registry)
 
 
-def test_builtin_kinds_keep_their_validators_behind_the_seam(tmp_path: Path) -> None:
+def test_koordinator_kinds_come_from_their_plugins(tmp_path: Path) -> None:
     path = tmp_path / "pg.yaml"
     pg = {
         "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
@@ -97,20 +104,28 @@ def test_builtin_kinds_keep_their_validators_behind_the_seam(tmp_path: Path) -> 
     }
     path.write_text(yaml.safe_dump(pg))
     messages = []
-    for kinds in (None, KindRegistry.builtin(), KindRegistry.discover()):
+    for kinds in (None, KindRegistry.discover()):
         with pytest.raises(ManifestError) as err:
             load_manifests([path], kinds)
         messages.append(str(err.value))
-    assert len(set(messages)) == 1 and "spec.minMember" in messages[0]
-    registry = KindRegistry.builtin()
-    for name in ("ElasticQuota", "PodGroup", "Device", "Reservation", "NodeResourceTopology"):
-        assert registry[name].validator is not None
-        assert registry[name].api_version == KINDS[name].api_version
+    assert len(set(messages)) == 1
+    assert messages[0].endswith("pg.yaml (document 0): spec.minMember: expected an integer, got string")
+    # Without the distribution that contributes it, the kind is refused naming what to install.
+    with pytest.raises(
+        ManifestError, match=r"kind: unknown kind 'PodGroup'.*install koord-plugin-coscheduling"
+    ):
+        load_manifests([path], KindRegistry.builtin())
+    builtin, installed = KindRegistry.builtin(), KindRegistry.discover()
+    for name, dist in KIND_DISTRIBUTIONS.items():
+        assert name not in builtin and name not in KINDS
+        assert installed[name].validator is not None, dist
+    for name in ("NodeMetric", "NodeResourceTopology", "PodMigrationJob"):
+        assert builtin[name].validator is not None
 
 
 def test_conflicting_contributions_are_refused() -> None:
-    clash = KindInfo("PodGroup", "example.dev", "v1", "podgroups", True)
-    with pytest.raises(ValueError, match="PodGroup is contributed twice"):
+    clash = KindInfo("NodeMetric", "example.dev", "v1", "nodemetrics", False)
+    with pytest.raises(ValueError, match="NodeMetric is contributed twice"):
         KindRegistry.builtin().with_kinds([clash])
     with pytest.raises(TypeError, match="not a KindInfo"):
         KindRegistry(["Widget"])  # type: ignore[list-item]

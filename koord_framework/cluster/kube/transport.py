@@ -29,7 +29,7 @@ import urllib3
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
-from koord_framework.cluster.kinds import KINDS, KindInfo
+from koord_framework.cluster.kinds import KINDS, KindInfo, unknown_kind
 from koord_framework.cluster.kube.errors import KubeApiError, error_for_status
 from koord_framework.cluster.kube.ratelimit import TokenBucket
 from koord_framework.errors import ClusterError, NotFoundError
@@ -233,7 +233,7 @@ class Transport:
             return found
         info = self.kinds.get(kind)
         if info is None:
-            raise NotFoundError(f"unknown kind {kind!r}; known kinds: {', '.join(sorted(self.kinds))}")
+            raise NotFoundError(unknown_kind(kind, self.kinds))
         for api_version in (info.api_version, *_FALLBACK_VERSIONS.get(kind, ())):
             listing = self._group_version(api_version)
             if listing is not None and info.plural in listing:
@@ -254,7 +254,7 @@ class Transport:
     def serves(self, kind: str) -> bool:
         """Whether the server serves ``kind`` now. Discovery of its group versions is asked afresh, so a
         CRD installed since the last look is seen."""
-        info = KINDS.get(kind)
+        info = self.kinds.get(kind)
         if info is None:
             return False
         with self._lock:
