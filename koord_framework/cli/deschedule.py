@@ -214,6 +214,8 @@ class _Companion:
         self.gone: list[str] = []
         """Original pods deleted (evicted), in order: the controllers replace them."""
         self.recreated: list[str] = []
+        self.starting: list[str] = []
+        """Recreated pods not started yet (kubelet starts them once bound)."""
         self.sched = Scheduler.from_config(cluster, loaded, seed=0, record_outcomes=True)
         self.sched.start()
         self._unsubscribe = cluster.subscribe(["Pod"], self._on_pod)
@@ -229,23 +231,27 @@ class _Companion:
         while self.sched.schedule_one():
             pass
         self.sched.tick_controllers()
-        start_bound_pods(self.cluster, self.recreated)
+        self._start()
         return self.sched.next_timer()
 
     def _replace(self) -> None:
-        todo = [k for k in self.gone if k not in self.recreated]
-        self.recreated.extend(recreate_pods(self.cluster, self.originals, todo))
+        done = set(self.recreated)
+        todo = [k for k in self.gone if k not in done]
+        if todo:
+            created = recreate_pods(self.cluster, self.originals, todo)
+            self.recreated.extend(created)
+            self.starting.extend(created)
 
-    def report(
-        self, metrics_before: dict[str, Any], placement_before: dict[str, set[str]]
-    ) -> dict[str, Any]:
+    def _start(self) -> None:
+        if self.starting:
+            self.starting = start_bound_pods(self.cluster, self.starting)
+
+    def report(self, metrics_before: dict[str, Any], placement_before: dict[str, set[str]]) -> dict[str, Any]:
         """Replace what is still gone, schedule until idle, and report the evicted pods' placement."""
         self._replace()
         self.sched.run_until_idle()
-        start_bound_pods(self.cluster, self.recreated)
-        return _schedule_report(
-            self.cluster, self.sched, self.recreated, metrics_before, placement_before
-        )
+        self._start()
+        return _schedule_report(self.cluster, self.sched, self.recreated, metrics_before, placement_before)
 
     def close(self) -> None:
         self._unsubscribe()

@@ -100,12 +100,17 @@ def recreate_pods(cluster: ClusterPort, originals: Mapping[str, Obj], keys: Iter
     return created
 
 
-def start_bound_pods(cluster: ClusterPort, keys: Iterable[str]) -> None:
-    """Each pod of ``keys`` that is bound but not Running yet becomes Running and Ready."""
+def start_bound_pods(cluster: ClusterPort, keys: Iterable[str]) -> list[str]:
+    """Each pod of ``keys`` that is bound but not Running yet becomes Running and Ready; returns the keys of
+    the pods still waiting to be bound."""
+    waiting: list[str] = []
     for key in keys:
         ns, name = key.split("/", 1)
         pod = cluster.try_get("Pod", name, ns)
-        if pod is None or not (pod.get("spec") or {}).get("nodeName"):
+        if pod is None:
+            continue
+        if not (pod.get("spec") or {}).get("nodeName"):
+            waiting.append(key)
             continue
         status = pod.get("status") or {}
         if status.get("phase") == "Running":
@@ -113,7 +118,10 @@ def start_bound_pods(cluster: ClusterPort, keys: Iterable[str]) -> None:
         now = format_time(cluster.clock.now())
         conditions = [c for c in status.get("conditions") or () if c.get("type") != "Ready"]
         conditions.append({"type": "Ready", "status": "True", "lastTransitionTime": now})
-        cluster.patch("Pod", name, ns, {"status": {"phase": "Running", "conditions": conditions}}, status=True)
+        cluster.patch(
+            "Pod", name, ns, {"status": {"phase": "Running", "conditions": conditions}}, status=True
+        )
+    return waiting
 
 
 @dataclass(frozen=True)

@@ -134,7 +134,9 @@ def test_eviction_goes_through_a_reservation_and_the_replacement_takes_it(
     assert reservation["status"]["phase"] == "Succeeded"
     replacement = cluster.get("Pod", "w2", "apps")
     assert replacement["spec"]["nodeName"] == "cold"
-    allocated = json.loads(replacement["metadata"]["annotations"]["scheduling.koordinator.sh/reservation-allocated"])
+    allocated = json.loads(
+        replacement["metadata"]["annotations"]["scheduling.koordinator.sh/reservation-allocated"]
+    )
     assert allocated["name"] == ref["name"]
 
     status = job["status"]
@@ -142,7 +144,13 @@ def test_eviction_goes_through_a_reservation_and_the_replacement_takes_it(
     assert status["nodeName"] == "cold"
     assert status["podRef"]["name"] == "w2" and status["podRef"]["uid"] == replacement["metadata"]["uid"]
     assert status["message"] == f'Bind Pod "apps/w2" in Reservation "{ref["name"]}"'
-    for kind in ("ReservationCreated", "ReservationScheduled", "Eviction", "ReservationBound", "BoundPodReady"):
+    for kind in (
+        "ReservationCreated",
+        "ReservationScheduled",
+        "Eviction",
+        "ReservationBound",
+        "BoundPodReady",
+    ):
         assert _cond(job, kind)["status"] == "True", kind
     assert _cond(job, "Eviction")["reason"] == "EvictComplete"
     # The eviction came after the reservation was scheduled.

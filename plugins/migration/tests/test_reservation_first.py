@@ -101,7 +101,9 @@ def test_job_creates_a_reservation_from_its_pod_and_waits_for_it() -> None:
     assert template["metadata"]["name"] == "test-pod"
     assert "nodeName" not in template["spec"]
     assert template["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] == {
-        "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["n0"]}]}]
+        "nodeSelectorTerms": [
+            {"matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["n0"]}]}
+        ]
     }
     labels = obj["metadata"]["labels"]
     assert labels["app.kubernetes.io/created-by"] == "koord-descheduler"
@@ -366,7 +368,11 @@ def test_reserve_owners_of_a_pending_unschedulable_pod_is_the_pod() -> None:
     [
         (None, [{"matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["n0"]}]}]),
         (
-            {"nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}]},
+            {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}
+                ]
+            },
             [
                 {
                     "matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}],
@@ -379,7 +385,9 @@ def test_reserve_owners_of_a_pending_unschedulable_pod_is_the_pod() -> None:
 def test_reservation_options_exclude_the_pods_node(affinity: Any, expected: list[Any]) -> None:
     pod = _pod()
     if affinity is not None:
-        pod["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": affinity}}
+        pod["spec"]["affinity"] = {
+            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": affinity}
+        }
     job = {"metadata": {"uid": "job-uid"}, "spec": {}}
     options = reservation_options(job, pod, 1234, "5m0s")
     template = options["template"]

@@ -103,7 +103,7 @@ def pod_ref(job: Mapping[str, Any]) -> Mapping[str, Any]:
 
 def reservation_ref(job: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """``spec.reservationOptions.reservationRef``: the Reservation the job created, once it did."""
-    ref = (((job.get("spec") or {}).get("reservationOptions") or {})).get("reservationRef")
+    ref = ((job.get("spec") or {}).get("reservationOptions") or {}).get("reservationRef")
     return ref if ref else None
 
 

@@ -357,4 +357,3 @@ class ReservationFirst:
         )
         job["status"] = self.r.write_status(job, status)
         self.r.event(job, "Normal", "Complete", message)
-

@@ -168,7 +168,7 @@ def condition(obj: Mapping[str, Any], kind: str, reason: str = "") -> Mapping[st
     """``GetReservationCondition``: the first condition of ``kind`` (and ``reason``, when given)."""
     for cond in (obj.get("status") or {}).get("conditions") or ():
         if cond.get("type") == kind and (not reason or cond.get("reason") == reason):
-            return cond
+            return dict(cond)
     return None
 
 
