@@ -427,3 +427,58 @@ def test_info_helpers_read_reservation_state() -> None:
     assert reservations.bound_pod(obj) is None
     obj["spec"] = {"owners": [{"object": {"name": "p"}}]}
     assert reservations.migrates_pending_pod(obj)
+
+
+def test_reservation_for_a_pending_pod_waits_for_the_pod_to_be_scheduled() -> None:
+    """TestWaitForPendingPodScheduled: the reservation is owned by the pending pod itself."""
+    pending = _pod("pending", node=None)
+    pending["status"] = {
+        "phase": "Pending",
+        "conditions": [{"type": "PodScheduled", "status": "False", "message": "0/2 nodes are available"}],
+    }
+    args = {"skipEvictionGates": NO_WORKLOAD_GATES, "evictAllBarePods": True}
+    harness = DeschedulerHarness([], evictor=(MigrationController, args), now=NOW)
+    harness.add(make_node("n0"), make_node("n1"), pending)
+    plugin = harness.plugin("MigrationController")
+    assert isinstance(plugin, MigrationController)
+    stored = harness.cluster.get("Pod", "pending", "default")
+    job = jobs.new_job(
+        "job-pending",
+        namespace="default",
+        pod_name="pending",
+        pod_uid=stored["metadata"]["uid"],
+        mode="ReservationFirst",
+        ttl=300.0,
+        reason="test",
+        trigger="test",
+        created_by=plugin.reconciler.reconciler_uid,
+        delete_options=None,
+    )
+    job["metadata"]["annotations"][jobs.ANNOTATION_PASSED_ARBITRATION] = "true"
+    harness.cluster.create(job)
+    plugin.reconciler.waiting.clear()
+    plugin.reconciler.enqueue("job-pending", harness.clock.now())
+    _advance(harness, 1.0)
+    rname = _reservation_name(_job(harness, "job-pending"))
+    obj = harness.cluster.get(reservations.KIND, rname)
+    assert obj["spec"]["owners"] == [
+        {
+            "object": {
+                "uid": stored["metadata"]["uid"],
+                "kind": "Pod",
+                "name": "pending",
+                "namespace": "default",
+            }
+        }
+    ]
+    _play_scheduler(harness, rname)
+    _advance(harness, 4.0)
+    status = _job(harness, "job-pending")["status"]
+    assert (status["phase"], status["status"]) == ("Running", "PodScheduled")
+    assert status["message"] == "0/2 nodes are available"
+    harness.cluster.bind("default", "pending", "n1")
+    _advance(harness, 4.0)
+    status = _job(harness, "job-pending")["status"]
+    assert (status["phase"], status["status"]) == ("Succeeded", "Complete")
+    assert status["message"] == 'Assign Pod "default/pending" to node "n1"'
+    assert harness.cluster.try_get("Pod", "pending", "default") is not None  # never evicted
