@@ -87,7 +87,10 @@ class MigrationReconciler:
         self.reservation_first = ReservationFirst(self)
         # Jobs already in the cluster (a restarted descheduler) are picked up where their status says, as
         # controller-runtime's initial list would: pending ones are arbitrated, the others reconciled.
-        existing, version = handle.cluster.list(jobs.KIND)
+        existing: list[dict[str, Any]] = []
+        version: int | None = None
+        with contextlib.suppress(NotFoundError):  # the CRD not installed yet: its watch waits for it
+            existing, version = handle.cluster.list(jobs.KIND)
         self._unsubscribe = handle.cluster.subscribe([jobs.KIND], self._on_event, since=version)
         for job in existing:
             passed = jobs.job_annotations(job).get(jobs.ANNOTATION_PASSED_ARBITRATION) == "true"
