@@ -4,7 +4,7 @@ then is the pod evicted through the Eviction API.
 
 The descheduler and the scheduler run in-process on the ``KubeCluster`` adapter (real clock); a scheduler
 name and a node label of this test keep them apart from the other tests' nodes and pods. Without a kubelet
-the evicted pod stays terminating, so the test stops at the eviction.
+nothing recreates the pod, so the test stops at the eviction.
 """
 
 from __future__ import annotations
@@ -159,7 +159,8 @@ def test_reservation_first_reserves_on_another_node_then_evicts(
             return found[0] if found else {}
 
         def evicted() -> bool:
-            return bool(kube.get("Pod", "web-0", namespace)["metadata"].get("deletionTimestamp"))
+            pod = kube.try_get("Pod", "web-0", namespace)
+            return pod is None or bool(pod["metadata"].get("deletionTimestamp"))
 
         run_until(evicted, "the pod evicted after its reservation was placed")
         ref = job()["spec"]["reservationOptions"]["reservationRef"]
@@ -179,7 +180,7 @@ def test_reservation_first_reserves_on_another_node_then_evicts(
             conds = {c["type"]: c for c in status["conditions"]}
             assert conds["ReservationCreated"]["status"] == "True"
             assert conds["ReservationScheduled"]["status"] == "True"
-            assert conds["Eviction"]["reason"] == "Evicting"
+            assert conds["Eviction"]["reason"] in ("Evicting", "EvictComplete")
         finally:
             kube.delete("PodMigrationJob", job()["metadata"]["name"])
         # Deleting the job deletes its reservation.
