@@ -19,10 +19,12 @@ JSON is a contract:
                  "evictions": [{"pod": "ns/name", "node": "...", "plugin": "LowNodeLoad", "reason": "..."}]}]}
 
 with ``failedEvictions`` (same fields plus ``message``) and ``errors`` in a round only when it has some.
-``--then-schedule`` recreates the evicted pods as their controllers would, schedules them with the
-scheduler profile (``--scheduler-config``, default ``configs/scheduler/koord-scheduler.yaml``), and shows
-where they went and the load imbalance (mean, standard deviation, spread of node usage %) before and after;
-the JSON then has a ``schedule`` key.
+``--then-schedule`` runs the scheduler (``--scheduler-config``, default
+``configs/scheduler/koord-scheduler.yaml``) next to the descheduler on the same clock: evicted pods are
+recreated as their controllers would, scheduled, and started (Running, Ready) as kubelet would, and
+Reservations (a ReservationFirst migration's) are scheduled as they appear. The report shows where the
+evicted pods went and the load imbalance (mean, standard deviation, spread of node usage %) before and
+after; the JSON then has a ``schedule`` key.
 
 Exit status: 0 done, 1 a cycle reported errors, 2 bad input.
 """
@@ -48,6 +50,7 @@ from koord_framework.cli.common import (
 from koord_framework.cluster.clock import VirtualClock, parse_time
 from koord_framework.cluster.manifests import load_documents
 from koord_framework.cluster.memory import MemoryCluster
+from koord_framework.cluster.port import WatchEvent
 from koord_framework.config.loader import load_descheduler_config
 from koord_framework.descheduler.descheduler import Descheduler
 from koord_framework.descheduler.handle import RoundReport
@@ -59,6 +62,7 @@ from koord_framework.descheduler.simulation import (
     pods_by_node,
     recreate_pods,
     refresh_node_metrics,
+    start_bound_pods,
 )
 from koord_framework.errors import KoordError
 
@@ -165,6 +169,9 @@ def deschedule(
         for p in cluster.list("Pod")[0]
     }
     d = Descheduler.from_config(loaded, cluster, dry_run=True if dry_run else None)
+    sim = _Companion(cluster, scheduler_config, originals) if scheduler_config is not None else None
+    if sim is not None and not d.dry_run:
+        d.companions.append(sim.tick)
     # Everything loaded so far lives until the end; keep it out of the cyclic collector's full passes
     # (with 150,000 pods those would cost more than a descheduling cycle).
     gc.collect()
@@ -185,18 +192,70 @@ def deschedule(
                 d.drain()
             if not last and not d.dry_run:
                 refresh_node_metrics(cluster, cluster.clock.now())
+        out: dict[str, Any] = {"rounds": [_round(r) for r in reports]}
+        if sim is not None:
+            out["schedule"] = sim.report(metrics_before, placement_before)
     finally:
         d.close()
+        if sim is not None:
+            sim.close()
         gc.unfreeze()
-    out: dict[str, Any] = {"rounds": [_round(r) for r in reports]}
-    if scheduler_config is not None:
-        gone = [
-            k for k in originals if cluster.try_get("Pod", k.split("/", 1)[1], k.split("/", 1)[0]) is None
-        ]
-        out["schedule"] = _schedule(
-            cluster, scheduler_config, originals, gone, metrics_before, placement_before
-        )
     return out
+
+
+class _Companion:
+    """The scheduler, the workload controllers and kubelet, run next to the descheduler at each tick."""
+
+    def __init__(self, cluster: MemoryCluster, loaded: Any, originals: dict[str, Any]) -> None:
+        from koord_framework.scheduler.scheduler import Scheduler
+
+        self.cluster = cluster
+        self.originals = originals
+        self.gone: list[str] = []
+        """Original pods deleted (evicted), in order: the controllers replace them."""
+        self.recreated: list[str] = []
+        self.starting: list[str] = []
+        """Recreated pods not started yet (kubelet starts them once bound)."""
+        self.sched = Scheduler.from_config(cluster, loaded, seed=0, record_outcomes=True)
+        self.sched.start()
+        self._unsubscribe = cluster.subscribe(["Pod"], self._on_pod)
+
+    def _on_pod(self, event: WatchEvent) -> None:
+        meta = event.obj.get("metadata") or {}
+        key = f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
+        if event.type == "DELETED" and key in self.originals and key not in self.gone:
+            self.gone.append(key)
+
+    def tick(self, now: float) -> float | None:
+        self._replace()
+        while self.sched.schedule_one():
+            pass
+        self.sched.tick_controllers()
+        self._start()
+        return self.sched.next_timer()
+
+    def _replace(self) -> None:
+        done = set(self.recreated)
+        todo = [k for k in self.gone if k not in done]
+        if todo:
+            created = recreate_pods(self.cluster, self.originals, todo)
+            self.recreated.extend(created)
+            self.starting.extend(created)
+
+    def _start(self) -> None:
+        if self.starting:
+            self.starting = start_bound_pods(self.cluster, self.starting)
+
+    def report(self, metrics_before: dict[str, Any], placement_before: dict[str, set[str]]) -> dict[str, Any]:
+        """Replace what is still gone, schedule until idle, and report the evicted pods' placement."""
+        self._replace()
+        self.sched.run_until_idle()
+        self._start()
+        return _schedule_report(self.cluster, self.sched, self.recreated, metrics_before, placement_before)
+
+    def close(self) -> None:
+        self._unsubscribe()
+        self.sched.close()
 
 
 def _round(report: RoundReport) -> dict[str, Any]:
@@ -212,23 +271,13 @@ def _round(report: RoundReport) -> dict[str, Any]:
     return entry
 
 
-def _schedule(
+def _schedule_report(
     cluster: MemoryCluster,
-    loaded: Any,
-    originals: dict[str, Any],
-    gone: list[str],
+    sched: Any,
+    recreated: list[str],
     metrics_before: dict[str, Any],
     placement_before: dict[str, set[str]],
 ) -> dict[str, Any]:
-    from koord_framework.scheduler.scheduler import Scheduler
-
-    recreated = recreate_pods(cluster, originals, gone)
-    sched = Scheduler.from_config(cluster, loaded, seed=0, record_outcomes=True)
-    try:
-        sched.start()
-        sched.run_until_idle()
-    finally:
-        sched.close()
     outcomes = {o.pod.key: o for o in sched.outcomes.values()}
     placed = []
     for key in recreated:

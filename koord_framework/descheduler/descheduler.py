@@ -17,7 +17,7 @@ MigrationController's job reconciler) ``tick``; on a ``VirtualClock`` that takes
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from prometheus_client import CollectorRegistry
@@ -71,6 +71,10 @@ class Descheduler:
             for fw in self.frameworks
         ]
         self.reports: list[RoundReport] = []
+        self.companions: list[Callable[[float], float | None]] = []
+        """Other components on the same clock (``koord deschedule --then-schedule`` runs the scheduler and
+        the workload controllers): each is called after the plugins at every tick with the time, and
+        returns when it wants to run again (None: only when something else wakes the loop)."""
 
     @classmethod
     def from_config(
@@ -156,6 +160,10 @@ class Descheduler:
                 nxt = plugin.tick(now)
                 if nxt is not None and (wake is None or nxt < wake):
                     wake = nxt
+        for companion in self.companions:
+            nxt = companion(now)
+            if nxt is not None and (wake is None or nxt < wake):
+                wake = nxt
         return wake
 
     def settle(self, until: float) -> None:

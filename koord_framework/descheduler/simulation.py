@@ -7,6 +7,8 @@ scheduler then places. The embedded cluster has neither, so ``koord deschedule``
   dropped (their usage leaves ``nodeUsage`` too) and ``updateTime`` is now. Without it a second cycle would
   see the evicted pods' load still on their old node.
 * ``recreate_pods``: a controller's replacement for each evicted pod — the same pod, unbound and Pending.
+* ``start_bound_pods``: kubelet starting a replacement once it is bound — Running and Ready (a
+  ReservationFirst migration waits for the pod that took its reservation to be Ready).
 * ``load_imbalance``: how evenly measured load is spread, per resource: the mean, standard deviation and
   spread (max − min) of node usage percentages, where a node's usage is its system usage plus the measured
   usage of the pods on it now (a moved pod takes its measured usage along).
@@ -96,6 +98,30 @@ def recreate_pods(cluster: ClusterPort, originals: Mapping[str, Obj], keys: Iter
         cluster.create(pod)
         created.append(key)
     return created
+
+
+def start_bound_pods(cluster: ClusterPort, keys: Iterable[str]) -> list[str]:
+    """Each pod of ``keys`` that is bound but not Running yet becomes Running and Ready; returns the keys of
+    the pods still waiting to be bound."""
+    waiting: list[str] = []
+    for key in keys:
+        ns, name = key.split("/", 1)
+        pod = cluster.try_get("Pod", name, ns)
+        if pod is None:
+            continue
+        if not (pod.get("spec") or {}).get("nodeName"):
+            waiting.append(key)
+            continue
+        status = pod.get("status") or {}
+        if status.get("phase") == "Running":
+            continue
+        now = format_time(cluster.clock.now())
+        conditions = [c for c in status.get("conditions") or () if c.get("type") != "Ready"]
+        conditions.append({"type": "Ready", "status": "True", "lastTransitionTime": now})
+        cluster.patch(
+            "Pod", name, ns, {"status": {"phase": "Running", "conditions": conditions}}, status=True
+        )
+    return waiting
 
 
 @dataclass(frozen=True)

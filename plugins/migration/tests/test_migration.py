@@ -351,18 +351,6 @@ def test_delete_policy_deletes_and_qps_limits_evictions() -> None:
     assert harness.cluster.evictions == []  # deleted, not evicted
 
 
-def test_reservation_first_falls_back_to_evict_directly() -> None:
-    args = {"skipEvictionGates": NO_WORKLOAD_GATES}
-    harness, plugin = _controller(args, make_node("n0"), make_node("n1"), _pod("p0"))
-    assert plugin.evict(_info(harness, "p0"), EvictOptions("LowNodeLoad", "overloaded"))
-    harness.descheduler.drain()
-    (job,) = harness.cluster.list("PodMigrationJob")[0]
-    assert job["spec"]["mode"] == "ReservationFirst"
-    assert job["status"]["phase"] == "Succeeded"
-    cond = jobs.condition(job["status"], "ReservationCreated")
-    assert cond is not None and cond["reason"] == "ReservationUnsupported"
-
-
 def test_dry_run_creates_no_job() -> None:
     harness, plugin = _controller({"dryRun": True}, make_node("n0"), _pod("p0"))
     assert plugin.evict(_info(harness, "p0"), EvictOptions("LowNodeLoad", "overloaded"))

@@ -115,10 +115,11 @@ class MigrationControllerArgs(PluginArgs):
     )
     """Rate limits per object; default: each workload at most maxMigratingPerWorkload per 5 minutes."""
     default_job_mode: str = MODE_RESERVATION_FIRST
-    """``ReservationFirst`` (reserve room elsewhere, then evict) or ``EvictDirectly``. Reservations are not
-    supported yet, so ReservationFirst jobs evict directly (its scheduler-name filter still applies)."""
+    """``ReservationFirst`` (create a Reservation for the pod, evict once the scheduler placed it, follow the
+    replacement into it) or ``EvictDirectly``. A job's ``spec.mode`` overrides it."""
     default_job_ttl: Duration = Field(default=Duration(300), alias="defaultJobTTL")
-    """A job not finished within this time fails with reason Timeout; 0: no limit."""
+    """A job not finished within this time fails with reason Timeout (deleting its Reservation); also the
+    TTL of the Reservation it creates; 0: no limit."""
     scheduler_names: list[str] = ["koord-scheduler"]
     """ReservationFirst migrates only pods of these schedulers."""
     evict_qps: float | str = Field(default=10.0, alias="evictQPS")

@@ -31,9 +31,10 @@ from koord_framework.cluster.clock import format_time
 from koord_framework.cluster.port import EventRecord, WatchEvent
 from koord_framework.descheduler.interface import Handle
 from koord_framework.errors import ClusterError, NotFoundError, TooManyRequestsError
-from koord_plugin_migration import jobs
+from koord_plugin_migration import jobs, reservations
 from koord_plugin_migration.args import MODE_EVICT_DIRECTLY, MigrationControllerArgs
 from koord_plugin_migration.filters import MigrationFilter
+from koord_plugin_migration.reservation_first import ReservationFirst
 from koord_plugin_migration.util import TokenBucket, limiter_burst, max_migrating
 from koord_plugin_migration.workloads import ControllerFinder, UnsupportedWorkload
 
@@ -44,6 +45,7 @@ SCAVENGE_EVERY = 60.0
 BACKOFF_BASE = 0.005
 BACKOFF_MAX = 1000.0
 _MAX_STEPS_PER_TICK = 10_000
+SERVED_RECHECK = 60.0
 
 
 class TooManyEvictions(Exception):
@@ -80,7 +82,22 @@ class MigrationReconciler:
         for kind, cfg in args.object_limiters.items():
             if cfg.duration > 0:
                 self.object_limiters[kind] = {}
-        self._unsubscribe = handle.cluster.subscribe([jobs.KIND], self._on_event)
+        self._served: tuple[bool, float] | None = None
+        """Whether Reservations are served, and until when that answer holds."""
+        self.reservation_first = ReservationFirst(self)
+        # Jobs already in the cluster (a restarted descheduler) are picked up where their status says, as
+        # controller-runtime's initial list would: pending ones are arbitrated, the others reconciled.
+        existing: list[dict[str, Any]] = []
+        version: int | None = None
+        with contextlib.suppress(NotFoundError):  # the CRD not installed yet: its watch waits for it
+            existing, version = handle.cluster.list(jobs.KIND)
+        self._unsubscribe = handle.cluster.subscribe([jobs.KIND], self._on_event, since=version)
+        for job in existing:
+            passed = jobs.job_annotations(job).get(jobs.ANNOTATION_PASSED_ARBITRATION) == "true"
+            if jobs.phase(job) == jobs.PHASE_PENDING and not passed:
+                self.waiting[jobs.uid(job)] = job
+            elif jobs.is_active(job):
+                self.enqueue(jobs.name(job), now)
 
     # --- events -------------------------------------------------------------------------------------
     def _on_event(self, event: WatchEvent) -> None:
@@ -90,15 +107,19 @@ class MigrationReconciler:
             self.waiting[jobs.uid(job)] = job
             return
         if event.type == "DELETED":
+            try:
+                self.delete_reservation(job)
+            except ClusterError as err:
+                log.info("PodMigrationJob %s deleted: deleting its Reservation: %s", name, err)
             self.waiting.pop(jobs.uid(job), None)
             self.filter.passed_arbitration.discard(jobs.uid(job))
             self._due.pop(name, None)
             return
         if jobs.phase(job) in (jobs.PHASE_FAILED, jobs.PHASE_SUCCEEDED, jobs.PHASE_ABORTED):
             self.filter.passed_arbitration.discard(jobs.uid(job))
-        self._enqueue(name, self.handle.clock.now())
+        self.enqueue(name, self.handle.clock.now())
 
-    def _enqueue(self, name: str, when: float) -> None:
+    def enqueue(self, name: str, when: float) -> None:
         current = self._due.get(name)
         if current is None or when < current:
             self._due[name] = when
@@ -163,7 +184,7 @@ class MigrationReconciler:
             pod = pods.get(uid)
             if pod is not None:
                 if not self.filter.non_retryable(pod):
-                    self._fail(
+                    self.fail(
                         job,
                         jobs.REASON_FORBIDDEN,
                         f'Pod "{pod.key}" is forbidden to migrate because it does not meet the requirements',
@@ -184,7 +205,7 @@ class MigrationReconciler:
                 continue
             self.filter.passed_arbitration.add(uid)
             self.waiting.pop(uid, None)
-            self._enqueue(jobs.name(job), self.handle.clock.now())
+            self.enqueue(jobs.name(job), self.handle.clock.now())
 
     def _sorted(self, pending: list[dict[str, Any]], pods: Mapping[str, PodInfo]) -> list[dict[str, Any]]:
         """The arbitrator's sorts, applied in order, each stable."""
@@ -270,14 +291,18 @@ class MigrationReconciler:
         if "descheduler.alpha.kubernetes.io/evict" not in jobs.job_annotations(job):
             pod = self._pod_of(job)
             if pod is not None and self.object_limit_exceeded(pod):
-                self._enqueue(jobs.name(job), self.handle.clock.now() + REQUEUE_AFTER)
+                self.enqueue(jobs.name(job), self.handle.clock.now() + REQUEUE_AFTER)
                 return
         mode = spec.get("mode") or self.args.default_job_mode
-        if mode != MODE_EVICT_DIRECTLY:
-            # ReservationFirst needs the scheduler's Reservation support; until it exists the pod is
-            # evicted directly, and the job says so.
+        if mode == MODE_EVICT_DIRECTLY:
+            self._evict_directly(job)
+        elif not self._reservations_served():
+            # Not in Koordinator (whose controller cannot start without the Reservation CRD): without it
+            # the pod is evicted directly, and the job says so.
             self._note_fallback(job)
-        self._evict_directly(job)
+            self._evict_directly(job)
+        else:
+            self.reservation_first.migrate(job)
 
     def _pod_of(self, job: Mapping[str, Any]) -> PodInfo | None:
         ref = jobs.pod_ref(job)
@@ -293,7 +318,8 @@ class MigrationReconciler:
             return False
         if self.handle.clock.now() - jobs.created(job) < ttl:
             return False
-        self._fail(job, jobs.REASON_TIMEOUT, "Abort job caused by timeout")
+        self.delete_reservation(job)
+        self.fail(job, jobs.REASON_TIMEOUT, "Abort job caused by timeout")
         return True
 
     def _prepare_pending(self, job: dict[str, Any]) -> dict[str, Any] | None:
@@ -301,11 +327,11 @@ class MigrationReconciler:
         ref = jobs.pod_ref(job)
         ns, pod_name = str(ref.get("namespace") or ""), str(ref.get("name") or "")
         if not ns or not pod_name:
-            self._fail(job, "InvalidPodRef", "Abort job caused by invalid PodRef")
+            self.fail(job, "InvalidPodRef", "Abort job caused by invalid PodRef")
             return None
         raw = self.handle.cluster.try_get("Pod", pod_name, ns)
         if raw is None:
-            self._fail(job, jobs.REASON_MISSING_POD, f'Abort job caused by missing Pod "{ns}/{pod_name}"')
+            self.fail(job, jobs.REASON_MISSING_POD, f'Abort job caused by missing Pod "{ns}/{pod_name}"')
             return None
         pod_uid = str((raw.get("metadata") or {}).get("uid") or "")
         job = dict(
@@ -313,12 +339,26 @@ class MigrationReconciler:
         )
         status = dict(job.get("status") or {})
         status["phase"] = jobs.PHASE_RUNNING
-        job["status"] = self._write_status(job, status)
+        job["status"] = self.write_status(job, status)
         return job
+
+    def served_no_more(self) -> None:
+        """The cluster answered that it does not serve Reservations (the CRD went away)."""
+        self._served = (False, self.handle.clock.now() + SERVED_RECHECK)
+
+    def _reservations_served(self) -> bool:
+        """Whether the cluster serves Reservations (asked again at most every ``SERVED_RECHECK`` seconds,
+        since the real adapter asks the API server's discovery)."""
+        now = self.handle.clock.now()
+        if self._served is None or now >= self._served[1]:
+            cluster = self.handle.cluster
+            served = reservations.KIND in cluster.kinds and cluster.serves(reservations.KIND)
+            self._served = (served, now + SERVED_RECHECK)
+        return self._served[0]
 
     def _note_fallback(self, job: dict[str, Any]) -> None:
         status = dict(job.get("status") or {})
-        message = "Reservation is not supported yet; the pod is evicted directly"
+        message = "the cluster does not serve Reservations; the pod is evicted directly"
         cond = {
             "type": jobs.COND_RESERVATION_CREATED,
             "status": jobs.STATUS_FALSE,
@@ -326,10 +366,10 @@ class MigrationReconciler:
             "message": message,
         }
         if jobs.update_condition(status, cond, self.handle.clock.now()):
-            job["status"] = self._write_status(job, status)
+            job["status"] = self.write_status(job, status)
 
     def _evict_directly(self, job: dict[str, Any]) -> None:
-        if not self._evict_pod(job):
+        if not self.evict_pod(job):
             return
         ref = jobs.pod_ref(job)
         status = dict(job.get("status") or {})
@@ -339,10 +379,10 @@ class MigrationReconciler:
             reason="",
             message=f'Pod "{ref.get("namespace")}/{ref.get("name")}" has been evicted',
         )
-        self._write_status(job, status)
-        self._event(job, "Normal", "Complete", status["message"])
+        self.write_status(job, status)
+        self.event(job, "Normal", "Complete", status["message"])
 
-    def _evict_pod(self, job: dict[str, Any]) -> bool:
+    def evict_pod(self, job: dict[str, Any]) -> bool:
         """``evictPod``: True when the pod is gone (the eviction is complete)."""
         status = dict(job.get("status") or {})
         cond = jobs.condition(status, jobs.COND_EVICTION)
@@ -359,18 +399,20 @@ class MigrationReconciler:
         )
         if raw is None or replaced:
             if status.get("status") != jobs.COND_EVICTION:
-                self._fail(job, jobs.REASON_MISSING_POD, f'Abort job caused by missing Pod "{key}"')
+                self.fail(job, jobs.REASON_MISSING_POD, f'Abort job caused by missing Pod "{key}"')
                 return False
             done = {
                 "type": jobs.COND_EVICTION,
                 "status": jobs.STATUS_TRUE,
                 "reason": jobs.REASON_EVICT_COMPLETE,
             }
-            self._update_condition(job, status, done)
-            self._event(job, "Normal", jobs.REASON_EVICT_COMPLETE, f'Pod "{key}" has been evicted')
+            self.update_condition(job, status, done)
+            self.event(job, "Normal", jobs.REASON_EVICT_COMPLETE, f'Pod "{key}" has been evicted')
             return True
         if cond is not None and cond.get("reason") == jobs.REASON_EVICTING:
-            self._enqueue(jobs.name(job), self.handle.clock.now() + REQUEUE_AFTER)
+            self.enqueue(jobs.name(job), self.handle.clock.now() + REQUEUE_AFTER)
+            return False
+        if self.reservation_first.abort_if_bound_by_another_pod(job, None):
             return False
         pod = PodInfo.from_manifest(raw)
         _, reason = jobs.trigger_and_reason(job)
@@ -380,7 +422,7 @@ class MigrationReconciler:
             # Koordinator (controller.go evictPod) only reports the refusal as a Warning Event: the job's
             # status and conditions stay as they were. An Eviction condition here would also turn a pod
             # that later disappears on its own into EvictComplete instead of MissingPod.
-            self._event(job, "Warning", jobs.REASON_EVICTING, f'Failed evict Pod "{key}" caused by {err}')
+            self.event(job, "Warning", jobs.REASON_EVICTING, f'Failed evict Pod "{key}" caused by {err}')
             raise
         self.track_evicted(pod)
         evicting = {
@@ -389,9 +431,9 @@ class MigrationReconciler:
             "reason": jobs.REASON_EVICTING,
             "message": f'Pod "{key}" evicted from node "{pod.node_name}" by the reason "{reason}"',
         }
-        self._update_condition(job, status, evicting)
-        self._event(job, "Normal", jobs.REASON_EVICTING, evicting["message"])
-        self._enqueue(jobs.name(job), self.handle.clock.now() + REQUEUE_AFTER)
+        self.update_condition(job, status, evicting)
+        self.event(job, "Normal", jobs.REASON_EVICTING, evicting["message"])
+        self.enqueue(jobs.name(job), self.handle.clock.now() + REQUEUE_AFTER)
         return False
 
     def _evict(self, job: Mapping[str, Any], pod: PodInfo, reason: str) -> None:
@@ -534,6 +576,10 @@ class MigrationReconciler:
             horizon = ttl + 300.0 if ttl > 0 else 1800.0
             if now - jobs.created(job) < horizon:
                 continue
+            try:
+                self.delete_reservation(job)
+            except ClusterError:
+                break  # as Koordinator: try again at the next scavenge
             with contextlib.suppress(NotFoundError):
                 self.handle.cluster.delete(jobs.KIND, jobs.name(job))
 
@@ -541,30 +587,49 @@ class MigrationReconciler:
         self._unsubscribe()
 
     # --- writes -------------------------------------------------------------------------------------
-    def _write_status(self, job: Mapping[str, Any], status: Mapping[str, Any]) -> dict[str, Any]:
+    def write_status(self, job: Mapping[str, Any], status: Mapping[str, Any]) -> dict[str, Any]:
         stored = self.handle.cluster.patch(
             jobs.KIND, jobs.name(job), "", {"status": dict(status)}, status=True
         )
         return dict(stored.get("status") or {})
 
-    def _update_condition(self, job: dict[str, Any], status: dict[str, Any], cond: dict[str, Any]) -> None:
-        """``updateCondition``: the job's ``status``/``reason``/``message`` follow the latest condition."""
+    def update_condition(self, job: dict[str, Any], status: dict[str, Any], cond: dict[str, Any]) -> bool:
+        """``updateCondition``: the job's ``status``/``reason``/``message`` follow the latest condition;
+        True when anything changed (and was written)."""
         if jobs.update_condition(status, cond, self.handle.clock.now()):
             status["status"] = cond["type"]
             status["reason"] = cond.get("reason", "")
             status["message"] = cond.get("message", "")
-            job["status"] = self._write_status(job, status)
+            job["status"] = self.write_status(job, status)
+            return True
+        return False
 
-    def _fail(self, job: Mapping[str, Any], reason: str, message: str) -> None:
+    def fail(self, job: Mapping[str, Any], reason: str, message: str, *, event: bool = True) -> None:
+        """The job Failed with ``reason`` (a Warning Event too, unless Koordinator records none)."""
         status = dict(job.get("status") or {})
         status.update(phase=jobs.PHASE_FAILED, reason=reason, message=message)
         try:
-            self._write_status(job, status)
+            self.write_status(job, status)
         except NotFoundError:
             return
-        self._event(job, "Warning", reason, message)
+        if event:
+            self.event(job, "Warning", reason, message)
+        # Not in Koordinator (which leaves it to the reservation's TTL and the scavenger): a failed
+        # migration's reservation holds capacity for nobody, so it goes at once.
+        try:
+            self.delete_reservation(job)
+        except ClusterError as err:
+            log.info("PodMigrationJob %s: deleting its Reservation: %s", jobs.name(job), err)
 
-    def _event(self, job: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
+    def delete_reservation(self, job: Mapping[str, Any]) -> None:
+        """``deleteReservation``: the job's Reservation, if it made one; one already gone is fine."""
+        ref = jobs.reservation_ref(job)
+        if ref is None or not ref.get("name"):
+            return
+        with contextlib.suppress(NotFoundError):
+            self.handle.cluster.delete(reservations.KIND, str(ref["name"]))
+
+    def event(self, job: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
         self.handle.cluster.record_event(
             EventRecord(
                 kind=jobs.KIND,

@@ -23,6 +23,11 @@ ACTIVE_PHASES = ("", PHASE_PENDING, PHASE_RUNNING)
 
 COND_EVICTION = "Eviction"
 COND_RESERVATION_CREATED = "ReservationCreated"
+COND_RESERVATION_SCHEDULED = "ReservationScheduled"
+COND_POD_SCHEDULED = "PodScheduled"
+COND_POD_BOUND_RESERVATION = "PodBoundReservation"
+COND_BOUND_POD_READY = "BoundPodReady"
+COND_RESERVATION_BOUND = "ReservationBound"
 STATUS_TRUE = "True"
 STATUS_FALSE = "False"
 
@@ -31,6 +36,12 @@ REASON_MISSING_POD = "MissingPod"
 REASON_FORBIDDEN = "ForbiddenMigratePod"
 REASON_EVICTING = "Evicting"
 REASON_EVICT_COMPLETE = "EvictComplete"
+REASON_FAILED_CREATE_RESERVATION = "FailedCreateReservation"
+REASON_RESERVATION_EXPIRED = "ReservationExpired"
+REASON_UNSCHEDULABLE = "Unschedulable"
+REASON_MISSING_RESERVATION = "MissingReservation"
+REASON_WAIT_FOR_POD_BIND_RESERVATION = "WaitForPodBindReservation"
+REASON_WAIT_FOR_BOUND_POD_READY = "WaitForBoundPodReady"
 
 ANNOTATION_EVICT_REASON = "koordinator.sh/evict-reason"
 ANNOTATION_EVICT_TRIGGER = "koordinator.sh/evict-trigger"
@@ -88,6 +99,12 @@ def is_active(job: Mapping[str, Any]) -> bool:
 
 def pod_ref(job: Mapping[str, Any]) -> Mapping[str, Any]:
     return (job.get("spec") or {}).get("podRef") or {}
+
+
+def reservation_ref(job: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """``spec.reservationOptions.reservationRef``: the Reservation the job created, once it did."""
+    ref = ((job.get("spec") or {}).get("reservationOptions") or {}).get("reservationRef")
+    return ref if ref else None
 
 
 def job_annotations(job: Mapping[str, Any]) -> Mapping[str, str]:
