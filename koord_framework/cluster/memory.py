@@ -47,7 +47,7 @@ from typing import Any
 from koord_framework.cluster.clock import Clock, VirtualClock, format_time
 from koord_framework.cluster.disruption import DisruptionStatus, disruption_status, eviction_refusal
 from koord_framework.cluster.kinds import KINDS, KindInfo, KindRegistry
-from koord_framework.cluster.merge_patch import copy_json, copy_object, merge_patch, merge_patch_shared
+from koord_framework.cluster.merge_patch import copy_json, copy_object, merge_patch_shared
 from koord_framework.cluster.port import (
     ClusterPort,
     EventRecord,

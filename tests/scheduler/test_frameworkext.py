@@ -117,7 +117,7 @@ def test_vectorised_and_per_node_forms_agree_under_restores() -> None:
 
 
 class EvenOnly(SchedulerPlugin, FilterPlugin):
-    """Rejects the odd-numbered nodes (``n1``, ``n3``, ...): a filter that drops rows ahead of restored ones."""
+    """Rejects the odd-numbered nodes (``n1``, ``n3``, ...): it drops rows ahead of restored ones."""
 
     name: ClassVar[str] = "EvenOnly"
 
