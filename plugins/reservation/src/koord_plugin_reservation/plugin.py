@@ -919,7 +919,7 @@ def _rows_in(rows: Int64Array, names: Iterable[str], index: Mapping[str, int]) -
     if len(wanted) <= _FEW_ROWS:
         # An owner matches reservations on a node or two: a comparison per node costs a few microseconds,
         # ``np.isin`` (sort-based) ten times more.
-        mask = rows == wanted[0]
+        mask: BoolArray = rows == wanted[0]
         for row in wanted[1:]:
             mask |= rows == row
         return mask
