@@ -185,7 +185,7 @@ class SharedInformer:
 
 R = TypeVar("R", PodInfo, NodeRecord)
 
-_BIND_META = frozenset({"resourceVersion", "generation"})
+_BIND_META = frozenset({"resourceVersion", "generation", "annotations"})
 _BIND_SPEC = frozenset({"nodeName"})
 _BIND_STATUS = frozenset({"conditions"})
 _TOP = frozenset({"metadata", "spec", "status"})
@@ -228,6 +228,9 @@ def rebound(record: PodInfo, old: Obj, new: Obj) -> PodInfo | None:
     containers' resources above all — is unchanged, so instead of parsing the whole pod again the record is
     copied with the node name, the resource version and the two condition times replaced. Any other change
     returns None (parse it in full).
+
+    A change of annotations alone (PreBind's batched patch, written right before the binding) is derived
+    the same way: a record reads nothing from annotations but keeps them, so only they are replaced.
     """
     if not _same_except(old, new, _TOP):
         return None
@@ -245,6 +248,9 @@ def rebound(record: PodInfo, old: Obj, new: Obj) -> PodInfo | None:
     copy.resource_version = _resource_version(new)
     copy.scheduled_time = scheduled
     copy.initialized_time = initialized
+    annotations = (new.get("metadata") or {}).get("annotations")
+    if annotations is not (old.get("metadata") or {}).get("annotations"):
+        copy.annotations = dict(annotations or {})
     return copy
 
 

@@ -47,7 +47,7 @@ from typing import Any
 from koord_framework.cluster.clock import Clock, VirtualClock, format_time
 from koord_framework.cluster.disruption import DisruptionStatus, disruption_status, eviction_refusal
 from koord_framework.cluster.kinds import KIND_DISTRIBUTIONS, KINDS, KindInfo, KindRegistry, unknown_kind
-from koord_framework.cluster.merge_patch import copy_json, copy_object, merge_patch
+from koord_framework.cluster.merge_patch import copy_json, copy_object, merge_patch_shared
 from koord_framework.cluster.port import (
     ClusterPort,
     EventRecord,
@@ -334,12 +334,14 @@ class MemoryCluster(ClusterPort):
             if status:
                 new = dict(current)
                 if "status" in patch:
-                    new["status"] = merge_patch(current.get("status"), patch["status"])
+                    new["status"] = merge_patch_shared(current.get("status"), patch["status"])
                     if new["status"] is None:
                         del new["status"]
                 new["metadata"] = dict(_meta(current))
             else:
-                new = merge_patch(current, patch)
+                # Stored versions are never modified (see ``bind``): the new version shares what the patch
+                # leaves alone.
+                new = merge_patch_shared(current, patch)
                 if not isinstance(new.get("metadata"), dict):
                     raise ClusterError(self._describe(info, name, namespace, "metadata: Required value"))
                 cur_meta, new_meta = _meta(current), new["metadata"]

@@ -49,3 +49,21 @@ def merge_patch(target: Any, patch: Any) -> Any:
         if key not in patch and isinstance(value, (dict, list)):
             result[key] = copy_json(value)
     return result
+
+
+def merge_patch_shared(target: Any, patch: Any) -> Any:
+    """``merge_patch`` whose result shares ``target``'s untouched members instead of copying them.
+
+    For a store whose versions are never modified once stored (the embedded cluster's): a patch of a few
+    annotations then copies the dicts on the patch's path only, not the whole object. What comes from
+    ``patch`` is still copied, so the caller's patch document can change afterwards.
+    """
+    if not isinstance(patch, Mapping):
+        return copy_json(patch)
+    result: dict[str, Any] = dict(target) if isinstance(target, Mapping) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge_patch_shared(result.get(key), value)
+    return result

@@ -663,6 +663,9 @@ class Framework:
         while lo < n and count < k:
             positions: Int64Array = _positions(lo, hi)
             rows = _rotated(candidates, start, lo, hi)
+            # Where the restored rows sit among this chunk's rows: found once per chunk and narrowed with
+            # the rows (a gather per vectorised filter used to find the same two or three rows again).
+            touched = self._restored_positions(state, rows) if overrides else _EMPTY_ROWS
             for f in vector:
                 if rows.size == 0:
                     break
@@ -671,16 +674,18 @@ class Framework:
                     mask = _as_mask(f.vector.filter_all(state, pod, table, rows), rows.size, f.name)  # type: ignore[union-attr]
                 except Exception as exc:
                     return FilterOutcome(_EMPTY_ROWS, 0, error=_plugin_error(f.name, "Filter", exc))
-                if overrides:
-                    mask = _restored_mask(
-                        f, state, pod, rows, mask, overrides, self._restored_positions(state, rows)
-                    )
+                if touched.size:
+                    mask = _restored_mask(f, state, pod, rows, mask, overrides, touched)
                 if sampled:
                     spent[f.name] = spent.get(f.name, 0.0) + perf_counter() - t0
                 # count_nonzero is a plain C loop; ndarray.all() goes through the generic reduction
                 # machinery and costs twice as much on a few hundred rows, five times per pod.
                 if np.count_nonzero(mask) != mask.shape[0]:
                     rejected_pos.setdefault(f.name, []).append(positions[~mask])
+                    if touched.size:
+                        # A restored row's new position: how many rows before it survive the mask.
+                        kept = mask[touched]
+                        touched = (np.cumsum(mask)[touched] - 1)[kept]
                     positions = positions[mask]
                     rows = rows[mask]
             if not per_node and not nominated_nodes:
@@ -930,6 +935,9 @@ class Framework:
         size = int(rows.size)
         totals = np.zeros(size, dtype=np.int64)
         details: dict[str, PluginScores] | None = {} if explain else None
+        overrides = self._overrides(state)
+        # The restored rows among ``rows``: the same for every plugin, found once.
+        touched = self._restored_positions(state, rows) if overrides else _EMPTY_ROWS
         for sc in self.scores:
             if sc.name in state.skip_score or (only is not None and sc.name not in only):
                 continue
@@ -945,12 +953,9 @@ class Framework:
                         (f"plugin {sc.name}: score_all returned shape {raw.shape}, want ({size},)",),
                         sc.name,
                     )
-                overrides = self._overrides(state)
-                if overrides:
+                if touched.size:
                     try:
-                        raw = _restored_scores(
-                            sc.plugin, state, pod, rows, raw, overrides, self._restored_positions(state, rows)
-                        )
+                        raw = _restored_scores(sc.plugin, state, pod, rows, raw, overrides, touched)
                     except Exception as exc:
                         return None, _plugin_error(sc.name, "Score", exc)
             else:

@@ -72,6 +72,45 @@ def test_other_updates_are_parsed_in_full() -> None:
     assert record is not None and record.phase == "Running"
 
 
+@pytest.mark.parametrize("index", range(3))
+def test_record_after_an_annotations_patch_equals_a_fresh_parse(index: int) -> None:
+    """PreBind's batched patch (annotations only) is derived like a binding, then the binding itself."""
+    cluster = MemoryCluster(VirtualClock(0.0))
+    cluster.create(make_node("n1"))
+    cache = PodCache(SharedInformer(cluster))
+    manifest = _pods()[index]
+    name = manifest["metadata"]["name"]
+    cluster.create(manifest)
+    before = cache.get("default", name)
+    cluster.patch("Pod", name, "default", {"metadata": {"annotations": {"a/b": "1", "c": "2"}}})
+    after = cache.get("default", name)
+    assert after is not None and after is not before and after.annotations["a/b"] == "1"
+    assert _fields(after) == _fields(PodInfo.from_manifest(cluster.get("Pod", name)))
+    assert before is not None and "a/b" not in before.annotations
+    cluster.patch("Pod", name, "default", {"metadata": {"annotations": {"c": None}}})
+    cluster.bind("default", name, "n1")
+    bound = cache.get("default", name)
+    assert bound is not None and "c" not in bound.annotations and bound.node_name == "n1"
+    assert _fields(bound) == _fields(PodInfo.from_manifest(cluster.get("Pod", name)))
+
+
+def test_patch_never_modifies_the_stored_version_watchers_hold() -> None:
+    cluster = MemoryCluster(VirtualClock(0.0))
+    seen: list[WatchEvent] = []
+    cluster.subscribe(["Pod"], seen.append)
+    cluster.create(make_pod("p", cpu="1", memory="1Gi", labels={"a": "b"}))
+    stored = seen[-1].obj
+    snapshot = copy_json(stored)
+    patch: dict[str, Any] = {"metadata": {"annotations": {"x": "1"}, "labels": {"a": None}}}
+    cluster.patch("Pod", "p", "default", patch)
+    new = seen[-1].obj
+    assert stored == snapshot  # the old version is untouched
+    assert new["metadata"]["annotations"] == {"x": "1"} and "a" not in new["metadata"]["labels"]
+    assert new["spec"] is stored["spec"]  # what the patch leaves alone is shared, both being read-only
+    patch["metadata"]["annotations"]["x"] = "changed"  # the caller's patch document stays the caller's
+    assert cluster.get("Pod", "p")["metadata"]["annotations"] == {"x": "1"}
+
+
 def test_binding_never_modifies_the_stored_version_watchers_hold() -> None:
     cluster = MemoryCluster(VirtualClock(0.0))
     cluster.create(make_node("n1"))

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
+import numpy as np
 import pytest
 from koord_plugin_kubernetes.defaultbinder import DefaultBinder
 from koord_plugin_kubernetes.noderesources import NodeResourcesFit
@@ -34,14 +35,17 @@ from koord_framework.scheduler.frameworkext import (
     ReservationScorePlugin,
 )
 from koord_framework.scheduler.interface import (
+    FilterPlugin,
     NodeInfo,
     PreBindPlugin,
     PreFilterPlugin,
     PreFilterResult,
     SchedulerPlugin,
+    VectorFilter,
 )
 from koord_framework.scheduler.scheduler import ProfileSpec, Scheduler
 from koord_framework.scheduler.status import Code, Status
+from koord_framework.scheduler.table import BoolArray, Int64Array, NodeTable
 from koord_framework.testing import make_node, make_pod
 from koord_framework.testing.scheduler import HarnessBinder, HarnessQueueSort, SchedulerHarness
 
@@ -104,6 +108,36 @@ def test_vectorised_and_per_node_forms_agree_under_restores() -> None:
     vec = _run([GiveBack, FitVector], _restore_cluster())
     per = _run([GiveBack, FitPerNode], _restore_cluster())
     assert placements(vec) == placements(per)
+    for uid, o in vec.outcomes.items():
+        other = per.outcomes[uid]
+        assert o.scores == other.scores and o.totals == other.totals
+        assert {n: (st.code, st.reasons) for n, st in (o.filter or {}).items()} == {
+            n: (st.code, st.reasons) for n, st in (other.filter or {}).items()
+        }
+
+
+class EvenOnly(SchedulerPlugin, FilterPlugin):
+    """Rejects the odd-numbered nodes (``n1``, ``n3``, ...): it drops rows ahead of restored ones."""
+
+    name: ClassVar[str] = "EvenOnly"
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        return Status.unschedulable("odd node") if int(node.name[1:]) % 2 else Status()
+
+
+class EvenOnlyVector(EvenOnly, VectorFilter):
+    def filter_all(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: Int64Array) -> BoolArray:
+        return np.array([int(table.names[int(r)][1:]) % 2 == 0 for r in rows.tolist()], dtype=np.bool_)
+
+
+def test_restored_rows_are_found_after_an_earlier_filter_drops_rows() -> None:
+    """The framework tracks where the restored rows sit while vectorised filters narrow the rows."""
+    objects = _restore_cluster()
+    vec = _run([GiveBack, EvenOnlyVector, FitVector], objects)
+    per = _run([GiveBack, EvenOnly, FitPerNode], _restore_cluster())
+    assert placements(vec) == placements(per)
+    got = {o.pod.name: o.node for o in vec.outcomes.values()}
+    assert got == {"p0": "n0", "p1": None, "p2": "n4"}  # p1's hog is on n5, which EvenOnly rejects
     for uid, o in vec.outcomes.items():
         other = per.outcomes[uid]
         assert o.scores == other.scores and o.totals == other.totals

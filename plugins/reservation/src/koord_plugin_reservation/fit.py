@@ -63,9 +63,11 @@ def fits_node(
     out: list[str] = []
     if allocated_pods - matched_or_ignored + 1 > node_allocatable.get("pods", 0):
         out.append("pods")
-    scalars = sorted(n for n in pod_request if is_scalar(n))
-    if all(pod_request.get(n, 0) == 0 for n in NATIVE) and not scalars:
-        return out
+    scalars = [n for n in pod_request if n not in _NOT_SCALAR and is_scalar(n)]
+    if scalars:
+        scalars.sort()
+    elif not (pod_request.get("cpu") or pod_request.get("memory") or pod_request.get("ephemeral-storage")):
+        return out  # nothing asked for but a pod slot
     requested = all_pods_requested or {}
     allocated = all_r_allocated or {}
     remained = r_remained or {}
