@@ -66,9 +66,7 @@ MANAGER_GATES: Final[tuple[FeatureSpec, ...]] = (
     FeatureSpec("BindingAdmissionWebhook", False, "Alpha"),
 )
 
-DESCHEDULER_GATES: Final[tuple[FeatureSpec, ...]] = (
-    FeatureSpec("DisablePVCReservation", False, "Beta"),
-)
+DESCHEDULER_GATES: Final[tuple[FeatureSpec, ...]] = (FeatureSpec("DisablePVCReservation", False, "Beta"),)
 
 TRANSFORMER_GATES: Final[tuple[FeatureSpec, ...]] = (
     FeatureSpec("PriorityTransformer", False, "Alpha"),

@@ -43,7 +43,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from koord_framework.cli.common import bad_input, parse_now, UsageError
+from koord_framework.cli.common import UsageError, bad_input, parse_now
 from koord_framework.cluster.clock import VirtualClock, parse_time
 from koord_framework.cluster.manifests import load_documents
 from koord_framework.cluster.port import ClusterPort
@@ -70,7 +70,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--cluster", action="append", metavar="PATH", help="manifest file or folder (repeatable)")
+    source.add_argument(
+        "--cluster", action="append", metavar="PATH", help="manifest file or folder (repeatable)"
+    )
     source.add_argument(
         "--kubeconfig", nargs="?", const="", metavar="FILE", help="a real API server (default credentials)"
     )
@@ -79,7 +81,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--enable-leader-election", choices=("true", "false"), default="true")
     parser.add_argument("--leader-election-namespace", default=DEFAULT_CONFIG_NAMESPACE, metavar="NS")
     parser.add_argument("--identity", help="leader-election identity (default: HOSTNAME_<uuid>)")
-    parser.add_argument("--feature-gates", default="", metavar="GATES", help="A=true,B=false,AllAlpha=true,...")
+    parser.add_argument(
+        "--feature-gates", default="", metavar="GATES", help="A=true,B=false,AllAlpha=true,..."
+    )
     parser.add_argument("--once", action="store_true", help="one pass over every node, print it, exit")
     parser.add_argument("--now", metavar="RFC3339", help="--cluster: where the virtual clock starts")
     parser.add_argument("--resync", type=float, default=60.0, metavar="SECONDS", help="full resync period")
@@ -90,8 +94,12 @@ def load_plugins() -> list[NodeResourcePlugin[Any]]:
     """Every installed node-resource calculator, built with default args."""
     from koord_framework.registry import PluginRegistry
 
-    classes = PluginRegistry.discover(GROUP).load_all()
-    return [cls() for _, cls in sorted(classes.items())]  # type: ignore[call-arg]
+    plugins: list[NodeResourcePlugin[Any]] = []
+    for name, cls in sorted(PluginRegistry.discover(GROUP).load_all().items()):
+        if not issubclass(cls, NodeResourcePlugin):
+            raise KoordError(f"plugin {name!r} in {GROUP} is not a NodeResourcePlugin")
+        plugins.append(cls())
+    return plugins
 
 
 def _newest_metric_time(paths: list[str]) -> float | None:
@@ -113,8 +121,12 @@ def _embedded(paths: list[str], now: float | None) -> ClusterPort:
     return cluster
 
 
-def run(args: argparse.Namespace, *, cluster: ClusterPort | None = None, stop: threading.Event | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+def run(
+    args: argparse.Namespace, *, cluster: ClusterPort | None = None, stop: threading.Event | None = None
+) -> int:
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
+    )
     try:
         gates_for("manager").parse(args.feature_gates)
         now = parse_now(args.now)
@@ -150,7 +162,9 @@ def run(args: argparse.Namespace, *, cluster: ClusterPort | None = None, stop: t
 
         lease = LeaderElectionConfig(
             name=LEASE_NAME,
-            namespace=args.leader_election_namespace or os.environ.get("POD_NAMESPACE") or DEFAULT_CONFIG_NAMESPACE,
+            namespace=args.leader_election_namespace
+            or os.environ.get("POD_NAMESPACE")
+            or DEFAULT_CONFIG_NAMESPACE,
             identity=args.identity or f"{socket.gethostname()}_{uuid.uuid4()}",
         )
     try:

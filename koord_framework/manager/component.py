@@ -103,7 +103,9 @@ class ManagerComponent:
         self.resources = NodeResourceReconciler(cluster, self.informer, self.config, plugins)
         self.noderesource = Controller(self.resources)
         per_node = [self.nodeslo, self.nodemetric, self.noderesource]
-        self.config_reconciler = ConfigReconciler(cluster, self.informer, self.config, config_namespace, per_node)
+        self.config_reconciler = ConfigReconciler(
+            cluster, self.informer, self.config, config_namespace, per_node
+        )
         self.sloconfig = Controller(self.config_reconciler)
         # The config controller runs first in each round, so nodes are reconciled with the current config.
         self.loop = ControllerLoop([self.sloconfig, *per_node], registry, resync)
@@ -145,8 +147,9 @@ class ManagerComponent:
             self.informer.add_handler("Node", on_node, on_node, on_node),
             self.informer.add_handler("ConfigMap", on_config, on_config, on_config),
             self.informer.add_handler("Pod", on_pod, on_pod, on_pod),
-            self.informer.add_handler("NodeMetric", owned(self.noderesource), owned(self.noderesource),
-                                      owned(self.nodemetric)),
+            self.informer.add_handler(
+                "NodeMetric", owned(self.noderesource), owned(self.noderesource), owned(self.nodemetric)
+            ),
             self.informer.add_handler("NodeSLO", None, owned(self.nodeslo), owned(self.nodeslo)),
         ]
 

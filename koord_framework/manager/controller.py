@@ -85,7 +85,9 @@ class Controller:
                     self._retry_at[key] = now() + delay
                     self._dirty.add(key)
                 errors.labels(controller=self.name).inc()
-                log.warning("controller %s: reconcile %s failed (retry in %.3fs): %s", self.name, key, delay, exc)
+                log.warning(
+                    "controller %s: reconcile %s failed (retry in %.3fs): %s", self.name, key, delay, exc
+                )
             else:
                 self._failures.pop(key, None)
                 with self._lock:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
 from collections.abc import Iterable, Mapping, Sequence
@@ -54,10 +55,8 @@ class _PerNode:
 
     def _delete_if_present(self, kind: str, name: str) -> None:
         if self.informer.get(kind, name) is not None:
-            try:
+            with contextlib.suppress(NotFoundError):  # gone already: the goal is reached
                 self.cluster.delete(kind, name)
-            except NotFoundError:
-                pass
 
 
 class NodeSLOReconciler(_PerNode):

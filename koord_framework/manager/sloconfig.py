@@ -177,7 +177,9 @@ def _parse_colocation(text: str) -> dict[str, Any]:
         node = _object(node, where)
         _check_selector(node.get("nodeSelector"), f"{where}.nodeSelector")
         try:
-            ColocationStrategy.from_mapping({k: v for k, v in node.items() if k not in ("name", "nodeSelector")})
+            ColocationStrategy.from_mapping(
+                {k: v for k, v in node.items() if k not in ("name", "nodeSelector")}
+            )
         except PydanticValidationError as exc:
             raise _pydantic_problem(where, exc) from exc
     return data
@@ -224,7 +226,9 @@ class SLOConfig:
     # --- per node ----------------------------------------------------------------------------------------
     def colocation(self, labels: Mapping[str, str]) -> ColocationStrategy:
         """The node's colocation strategy: defaults, cluster, first matching ``nodeConfigs`` entry."""
-        return ColocationStrategy.from_mapping(node_colocation_strategy(self.values.get(COLOCATION, {}), labels))
+        return ColocationStrategy.from_mapping(
+            node_colocation_strategy(self.values.get(COLOCATION, {}), labels)
+        )
 
     def strategy(self, key: str, labels: Mapping[str, str]) -> dict[str, Any]:
         """The key's strategy for a node: the first matching node strategy merged over the cluster
@@ -242,7 +246,9 @@ class SLOConfig:
 
     def node_slo_spec(self, labels: Mapping[str, str]) -> dict[str, Any]:
         """The NodeSLO spec a node with these labels gets (``getNodeSLOSpec``)."""
-        spec: dict[str, Any] = {section: self.strategy(key, labels) for key, section in NODE_SLO_SECTIONS.items()}
+        spec: dict[str, Any] = {
+            section: self.strategy(key, labels) for key, section in NODE_SLO_SECTIONS.items()
+        }
         apps = self.strategy(HOST_APPLICATION, labels).get("applications")
         if apps:
             spec["hostApplications"] = apps

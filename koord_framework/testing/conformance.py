@@ -479,7 +479,7 @@ class NodeResourcePluginConformance(PluginConformance):
     group: ClassVar[str] = "noderesource"
 
     def _plugin(self) -> Any:
-        return self.plugin_class()  # type: ignore[call-arg]
+        return self.plugin_class()
 
     def test_owns_resources(self) -> None:
         assert tuple(getattr(self.plugin_class, "resource_names", ())), "resource_names is empty"
@@ -492,8 +492,13 @@ class NodeResourcePluginConformance(PluginConformance):
     def test_no_node_metric_does_not_raise(self) -> None:
         from koord_framework.manager.noderesource import ColocationStrategy, ResourceMetrics
 
-        node = {"metadata": {"name": "n"}, "status": {"capacity": {"cpu": "4", "memory": "8Gi"},
-                                                       "allocatable": {"cpu": "4", "memory": "8Gi"}}}
+        node = {
+            "metadata": {"name": "n"},
+            "status": {
+                "capacity": {"cpu": "4", "memory": "8Gi"},
+                "allocatable": {"cpu": "4", "memory": "8Gi"},
+            },
+        }
         strategy = ColocationStrategy.from_mapping({"enable": True})
         items = self._plugin().calculate(strategy, node, [], ResourceMetrics(None, 0.0))
         assert {i.name for i in items} <= set(self.plugin_class.resource_names)  # type: ignore[attr-defined]

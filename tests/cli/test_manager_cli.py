@@ -53,7 +53,9 @@ def test_help_lists_feature_gates(capsys: pytest.CaptureFixture[str]) -> None:
 def test_runs_until_stopped_and_is_ready(leader: str) -> None:
     port = free_port()
     c = cluster()
-    args = args_for("--metrics-addr", f"127.0.0.1:{port}", "--enable-leader-election", leader, "--resync", "1")
+    args = args_for(
+        "--metrics-addr", f"127.0.0.1:{port}", "--enable-leader-election", leader, "--resync", "1"
+    )
     with in_thread(lambda stop: manager_cli.run(args, cluster=c, stop=stop)) as (stop, result):
         wait_for(lambda: get(port, "/readyz")[0] == 200, 20, "/readyz 200")
         assert c.try_get("NodeSLO", "n1") is not None
@@ -65,7 +67,9 @@ def test_runs_until_stopped_and_is_ready(leader: str) -> None:
     assert result == [0]
 
 
-def test_a_dying_loop_fails_loudly(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_dying_loop_fails_loudly(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     def boom(self: ControllerLoop, stop: threading.Event, on_round: object = None) -> None:
         time.sleep(0.2)
         raise RuntimeError("injected loop failure")

@@ -25,8 +25,11 @@ def test_all_alpha_and_all_beta_leave_explicit_gates_alone() -> None:
 
 @pytest.mark.parametrize(
     ("text", "message"),
-    [("Nope=true", "unrecognized feature gate: Nope"), ("CPUBurst=yes", "invalid value of CPUBurst=yes"),
-     ("CPUBurst", "missing bool value for CPUBurst")],
+    [
+        ("Nope=true", "unrecognized feature gate: Nope"),
+        ("CPUBurst=yes", "invalid value of CPUBurst=yes"),
+        ("CPUBurst", "missing bool value for CPUBurst"),
+    ],
 )
 def test_bad_input(text: str, message: str) -> None:
     with pytest.raises(FeatureGateError, match=message):

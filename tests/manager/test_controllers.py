@@ -78,8 +78,16 @@ def test_cluster_then_first_matching_node_strategy(cluster: MemoryCluster) -> No
                 "resource-threshold-config": {
                     "clusterStrategy": {"enable": True, "cpuSuppressThresholdPercent": 60},
                     "nodeStrategies": [
-                        {"name": "a", "nodeSelector": {"matchLabels": {"pool": "a"}}, "cpuSuppressThresholdPercent": 50},
-                        {"name": "a2", "nodeSelector": {"matchLabels": {"pool": "a"}}, "cpuSuppressThresholdPercent": 40},
+                        {
+                            "name": "a",
+                            "nodeSelector": {"matchLabels": {"pool": "a"}},
+                            "cpuSuppressThresholdPercent": 50,
+                        },
+                        {
+                            "name": "a2",
+                            "nodeSelector": {"matchLabels": {"pool": "a"}},
+                            "cpuSuppressThresholdPercent": 40,
+                        },
                     ],
                 }
             }
@@ -99,8 +107,15 @@ def test_configmap_and_label_changes_are_followed_while_running(cluster: MemoryC
     m = manager(cluster)
     m.sync_once()
     m._watch()
-    cluster.create(config_map({"cpu-burst-config": {"nodeStrategies": [
-        {"nodeSelector": {"matchLabels": {"burst": "on"}}, "policy": "auto"}]}}))
+    cluster.create(
+        config_map(
+            {
+                "cpu-burst-config": {
+                    "nodeStrategies": [{"nodeSelector": {"matchLabels": {"burst": "on"}}, "policy": "auto"}]
+                }
+            }
+        )
+    )
     m.loop.run_once()  # the config controller runs first, then the nodes it re-enqueued
     assert spec(cluster, "NodeSLO", "n2")["cpuBurstStrategy"]["policy"] == "none"
     node = cluster.get("Node", "n2")
@@ -118,10 +133,15 @@ def test_invalid_key_is_reported_and_last_good_value_kept(cluster: MemoryCluster
     m.sync_once()
     m._watch()
     cm = cluster.get("ConfigMap", "slo-controller-config", NS)
-    bad = {**cm, "data": {
-        "resource-threshold-config": json.dumps({"clusterStrategy": {"cpuSuppressThresholdPercent": "lots"}}),
-        "cpu-burst-config": json.dumps({"clusterStrategy": {"policy": "auto"}}),
-    }}
+    bad = {
+        **cm,
+        "data": {
+            "resource-threshold-config": json.dumps(
+                {"clusterStrategy": {"cpuSuppressThresholdPercent": "lots"}}
+            ),
+            "cpu-burst-config": json.dumps({"clusterStrategy": {"policy": "auto"}}),
+        },
+    }
     cluster.update(bad)
     m.loop.run_once()
     m.close()
@@ -134,8 +154,17 @@ def test_invalid_key_is_reported_and_last_good_value_kept(cluster: MemoryCluster
 
 
 def test_batch_resources_written_then_reset_when_metric_goes_stale(cluster: MemoryCluster) -> None:
-    cluster.create(config_map({"colocation-config": {"enable": True, "cpuReclaimThresholdPercent": 65,
-                                                     "memoryReclaimThresholdPercent": 65}}))
+    cluster.create(
+        config_map(
+            {
+                "colocation-config": {
+                    "enable": True,
+                    "cpuReclaimThresholdPercent": 65,
+                    "memoryReclaimThresholdPercent": 65,
+                }
+            }
+        )
+    )
     m = manager(cluster)
     m.sync_once()
     alloc = cluster.get("Node", "n1")["status"]["allocatable"]
@@ -149,8 +178,17 @@ def test_batch_resources_written_then_reset_when_metric_goes_stale(cluster: Memo
 
 
 def test_small_changes_wait_for_the_update_interval(cluster: MemoryCluster) -> None:
-    cluster.create(config_map({"colocation-config": {"enable": True, "cpuReclaimThresholdPercent": 65,
-                                                     "memoryReclaimThresholdPercent": 65}}))
+    cluster.create(
+        config_map(
+            {
+                "colocation-config": {
+                    "enable": True,
+                    "cpuReclaimThresholdPercent": 65,
+                    "memoryReclaimThresholdPercent": 65,
+                }
+            }
+        )
+    )
     m = manager(cluster)
     m.sync_once()
     pods = [{"namespace": "default", "name": "ls", "podUsage": {"resources": {"cpu": "12", "memory": "11G"}}}]

@@ -12,7 +12,11 @@ def test_defaults_without_configmap() -> None:
     c = SLOConfig()
     s = c.colocation({})
     assert (s.enable, s.cpu_reclaim_threshold_percent, s.memory_reclaim_threshold_percent) == (False, 60, 65)
-    assert (s.degrade_time_minutes, s.update_time_threshold_seconds, s.resource_diff_threshold) == (15, 300, 0.1)
+    assert (s.degrade_time_minutes, s.update_time_threshold_seconds, s.resource_diff_threshold) == (
+        15,
+        300,
+        0.1,
+    )
     assert s.batch_cpu_threshold_percent is None
 
 
@@ -25,14 +29,20 @@ def test_colocation_first_matching_node_config_wins() -> None:
                     "enable": True,
                     "cpuReclaimThresholdPercent": 70,
                     "nodeConfigs": [
-                        {"name": "x", "nodeSelector": {"matchLabels": {"x": "1"}}, "cpuReclaimThresholdPercent": 80},
+                        {
+                            "name": "x",
+                            "nodeSelector": {"matchLabels": {"x": "1"}},
+                            "cpuReclaimThresholdPercent": 80,
+                        },
                         {"name": "y", "nodeSelector": {"matchLabels": {"x": "1"}}, "enable": False},
                     ],
                 }
             )
         }
     )
-    assert c.colocation({"x": "1"}) == ColocationStrategy.from_mapping({"enable": True, "cpuReclaimThresholdPercent": 80})
+    assert c.colocation({"x": "1"}) == ColocationStrategy.from_mapping(
+        {"enable": True, "cpuReclaimThresholdPercent": 80}
+    )
     assert c.colocation({}).cpu_reclaim_threshold_percent == 70
 
 
@@ -55,8 +65,13 @@ def test_problems_name_key_and_field_and_keep_last_good() -> None:
     c.update({"colocation-config": json.dumps({"enable": True})})
     problems = c.update(
         {
-            "colocation-config": json.dumps({"nodeConfigs": [{"nodeSelector": {"matchLabels": {"a": "b"}},
-                                                              "memoryCalculatePolicy": "sometimes"}]}),
+            "colocation-config": json.dumps(
+                {
+                    "nodeConfigs": [
+                        {"nodeSelector": {"matchLabels": {"a": "b"}}, "memoryCalculatePolicy": "sometimes"}
+                    ]
+                }
+            ),
             "cpu-burst-config": "{not json",
             "resource-qos-config": json.dumps({"nodeStrategies": {"oops": 1}}),
         }
@@ -75,8 +90,9 @@ def test_host_applications_and_metric_collect_policy() -> None:
     c.update(
         {
             "host-application-config": json.dumps({"clusterStrategy": {"applications": apps}}),
-            "colocation-config": json.dumps({"metricReportIntervalSeconds": 20,
-                                             "metricMemoryCollectPolicy": "usageWithHotPageCache"}),
+            "colocation-config": json.dumps(
+                {"metricReportIntervalSeconds": 20, "metricMemoryCollectPolicy": "usageWithHotPageCache"}
+            ),
         }
     )
     assert c.node_slo_spec({})["hostApplications"] == apps

@@ -12,4 +12,6 @@ from koord_framework.testing.conformance import NodeResourcePluginConformance
 class TestBatchResourceConformance(NodeResourcePluginConformance):
     plugin_class = BatchResource
     valid_args: ClassVar[list[dict[str, Any]]] = [{}]
-    invalid_args: ClassVar[list[dict[str, Any]]] = [{"cpuReclaimThresholdPercent": 60}]  # a config key, not an arg
+    invalid_args: ClassVar[list[dict[str, Any]]] = [
+        {"cpuReclaimThresholdPercent": 60}
+    ]  # a config key, not an arg

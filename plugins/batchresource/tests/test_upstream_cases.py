@@ -66,7 +66,7 @@ def test_need_sync_follows_the_diff_threshold(old: dict[str, str], new: dict[str
 def test_malformed_reservation_annotation_names_node_and_annotation() -> None:
     node = json.loads(json.dumps(BASE["node"]))
     node["metadata"]["annotations"] = {"node.koordinator.sh/reservation": "{not json"}
-    with pytest.raises(ValueError, match="test-node1: annotation node.koordinator.sh/reservation"):
+    with pytest.raises(ValueError, match=r"test-node1: annotation node\.koordinator\.sh/reservation"):
         BatchResource().calculate(STRATEGY, node, BASE["podList"], ResourceMetrics(_metric(NOW), NOW))
 
 

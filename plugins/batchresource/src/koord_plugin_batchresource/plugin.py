@@ -39,7 +39,9 @@ __all__ = ["BatchResource", "BatchResourceArgs", "Calculation"]
 CPU: Final = "cpu"
 MEMORY: Final = "memory"
 GIGA: Final = 10**9
-DEGRADE_MESSAGE: Final = "degrade node resource because of abnormal nodeMetric, reason: degradedByBatchResource"
+DEGRADE_MESSAGE: Final = (
+    "degrade node resource because of abnormal nodeMetric, reason: degradedByBatchResource"
+)
 LOW_PRIORITY: Final = frozenset({PriorityClass.BATCH, PriorityClass.FREE})
 
 
@@ -121,7 +123,9 @@ class Calculation:
     ) -> None:
         name = (node.get("metadata") or {}).get("name", "")
         status = node.get("status") or {}
-        self.capacity = _cm(parse_resource_list(status.get("capacity") or {}, path=f"node {name}.status.capacity"))
+        self.capacity = _cm(
+            parse_resource_list(status.get("capacity") or {}, path=f"node {name}.status.capacity")
+        )
         allocatable = _cm(
             parse_resource_list(status.get("allocatable") or {}, path=f"node {name}.status.allocatable")
         )
@@ -134,7 +138,7 @@ class Calculation:
         m_status = node_metric.get("status") or {}
         metric_name = f"NodeMetric {name}"
         pod_metrics: dict[str, Mapping[str, Any]] = {}
-        for i, pm in enumerate(m_status.get("podsMetric") or ()):
+        for pm in m_status.get("podsMetric") or ():
             pod_metrics[f"{pm.get('namespace', '')}/{pm.get('name', '')}"] = pm
         dangling = dict(pod_metrics)
         self.hp_request = _cm({})
@@ -218,7 +222,11 @@ class BatchResource(NodeResourcePlugin[BatchResourceArgs]):
     def _cpu(strategy: ColocationStrategy, c: Calculation) -> tuple[int, str]:
         base = c.capacity[CPU] - c.safety_margin[CPU] - c.system_used[CPU]
         if strategy.cpu_calculate_policy == "maxUsageRequest":
-            value, hp_label, hp = max(base - c.hp_max_used_req[CPU], 0), "podHPMaxUsedRequest", c.hp_max_used_req
+            value, hp_label, hp = (
+                max(base - c.hp_max_used_req[CPU], 0),
+                "podHPMaxUsedRequest",
+                c.hp_max_used_req,
+            )
         else:
             value, hp_label, hp = max(base - c.hp_used[CPU], 0), "podHPUsed", c.hp_used
         terms = (
@@ -246,7 +254,9 @@ class BatchResource(NodeResourcePlugin[BatchResourceArgs]):
             )
         else:
             label, hp = (
-                ("podHPMaxUsedRequest", c.hp_max_used_req) if policy == "maxUsageRequest" else ("podHPUsed", c.hp_used)
+                ("podHPMaxUsedRequest", c.hp_max_used_req)
+                if policy == "maxUsageRequest"
+                else ("podHPUsed", c.hp_used)
             )
             value = max(cap - margin - c.system_used[MEMORY] - hp[MEMORY], 0)
             terms = (
@@ -261,4 +271,3 @@ class BatchResource(NodeResourcePlugin[BatchResourceArgs]):
             f"batchAllocatable[Mem(GB)]:{_giga(value)} = min(nodeCapacity:{_giga(cap)} * "
             f"thresholdRatio:{_ratio_str(ratio)}, {terms})"
         )
-
