@@ -39,6 +39,7 @@ import sys
 import threading
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 from prometheus_client import CollectorRegistry
@@ -86,6 +87,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument("--once", action="store_true", help="one pass over every node, print it, exit")
     parser.add_argument("--now", metavar="RFC3339", help="--cluster: where the virtual clock starts")
+    parser.add_argument(
+        "--write-state", metavar="DIR", help="--once: write the resulting cluster as manifests (for simulate)"
+    )
     parser.add_argument("--resync", type=float, default=60.0, metavar="SECONDS", help="full resync period")
     parser.set_defaults(func=run)
 
@@ -125,7 +129,9 @@ def run(
     args: argparse.Namespace, *, cluster: ClusterPort | None = None, stop: threading.Event | None = None
 ) -> int:
     logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
+        level=logging.WARNING if args.once else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
     )
     try:
         gates_for("manager").parse(args.feature_gates)
@@ -184,6 +190,25 @@ def run(
             close()
 
 
+def write_state(cluster: ClusterPort, directory: Path) -> Path:
+    """The cluster as one multi-document ``state.yaml``, each kind's objects in the order they were
+    created: ``koord simulate`` on it queues the pods in the same order as on the original manifests."""
+    import yaml
+
+    docs: list[dict[str, Any]] = []
+    for kind in cluster.kinds:
+        try:
+            objs, _ = cluster.list(kind)
+        except KoordError:  # a kind this cluster does not serve
+            continue
+        docs += [{"kind": kind, **o} for o in objs]
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "state.yaml"
+    with path.open("w", encoding="utf-8") as fh:
+        yaml.safe_dump_all(docs, fh, sort_keys=False)
+    return path
+
+
 def _once(cluster: ClusterPort, args: argparse.Namespace, plugins: list[NodeResourcePlugin[Any]]) -> int:
     from koord_framework.api.resources import BATCH_CPU, BATCH_MEMORY
     from koord_framework.manager.component import ManagerComponent
@@ -195,6 +220,11 @@ def _once(cluster: ClusterPort, args: argparse.Namespace, plugins: list[NodeReso
         component.sync_once()
     finally:
         component.close()
+    if args.write_state:
+        try:
+            write_state(cluster, Path(args.write_state))
+        except OSError as exc:
+            return bad_input("manager", f"--write-state {args.write_state}: {exc.strerror or exc}")
     for problem in component.config_reconciler.problems:
         print(f"warning: {problem}")
     nodes, _ = cluster.list("Node")
@@ -207,6 +237,6 @@ def _once(cluster: ClusterPort, args: argparse.Namespace, plugins: list[NodeReso
             f"{name:<24} {'yes' if name in slos else 'no':<8} {alloc.get(BATCH_CPU, '-'):>10} "
             f"{alloc.get(BATCH_MEMORY, '-'):>14}"
         )
-        for msg in component.resources.last_messages.get(name, []):
+        for msg in dict.fromkeys(component.resources.last_messages.get(name, [])):
             print(f"  {msg}")
     return 0

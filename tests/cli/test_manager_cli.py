@@ -81,3 +81,33 @@ def test_a_dying_loop_fails_loudly(
         wait_for(lambda: bool(result), 20, "the command to end")
     assert result == [1]
     assert "koord manager: fatal: RuntimeError: injected loop failure" in capsys.readouterr().err
+
+
+def test_the_loop_closes_on_the_example_cluster(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``make demo``: the manager computes batch resources from the example NodeMetrics; the BE pods that
+    request them schedule on the cluster it leaves, with the same designed rejections as the raw example."""
+    from koord_framework.cli.simulate import simulate
+
+    now = ["--now", "2024-01-01T00:00:00Z"]
+    assert main(["manager", "--cluster", str(EXAMPLE), "--once", *now, "--write-state", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "batchAllocatable[CPU(Milli-Core)]:5600 = nodeCapacity:16000 - nodeSafetyMargin:6400" in out
+    state = yaml_docs(tmp_path / "state.yaml")
+    node = next(d for d in state if d["kind"] == "Node" and d["metadata"]["name"] == "node-00")
+    assert node["status"]["allocatable"]["kubernetes.io/batch-cpu"] == "5600"
+    config = ROOT / "configs" / "scheduler" / "koord-scheduler.yaml"
+    from koord_framework.cluster.clock import parse_time
+
+    result, _ = simulate([str(tmp_path)], config, seed=1, now=parse_time("2024-01-01T00:00:00Z"))
+    placed = result.to_dict()["pods"]
+    be = [p for p in placed if p["pod"].startswith("batch/spark-exec-")]
+    assert be and all(p["node"] for p in be)
+    raw, _ = simulate([str(EXAMPLE)], config, seed=1, now=parse_time("2024-01-01T00:00:00Z"))
+    unplaced = sorted(p["pod"] for p in placed if not p["node"])
+    assert unplaced == sorted(p["pod"] for p in raw.to_dict()["pods"] if not p["node"])
+
+
+def yaml_docs(path: Path) -> list[dict[str, object]]:
+    import yaml
+
+    return [d for d in yaml.safe_load_all(path.read_text()) if d]
