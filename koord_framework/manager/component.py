@@ -175,6 +175,7 @@ class ManagerComponent:
         for remove in self._remove:
             remove()
         self._remove.clear()
+        self.resources.remove_handler()
         self.informer.stop()
         for plugin in self.plugins:
             plugin.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import logging
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -106,9 +107,35 @@ class NodeResourceReconciler(_PerNode):
         self.plugins = list(plugins)
         self.last_sync: dict[str, float] = {}
         self.last_messages: dict[str, list[str]] = {}
+        # Pods by node, kept by the informer's events: a pass over every node reads each pod once.
+        self._pods: dict[str, dict[tuple[str, str], Mapping[str, Any]]] = {}
+        self._pods_lock = threading.Lock()
+        self.remove_handler = informer.add_handler("Pod", self._pod_added, self._pod_updated, self._pod_deleted)
+
+    @staticmethod
+    def _pod_key(pod: Mapping[str, Any]) -> tuple[str, str]:
+        meta = pod.get("metadata") or {}
+        return str(meta.get("namespace") or "default"), str(meta.get("name") or "")
+
+    def _pod_added(self, pod: Mapping[str, Any]) -> None:
+        node = (pod.get("spec") or {}).get("nodeName")
+        if node:
+            with self._pods_lock:
+                self._pods.setdefault(str(node), {})[self._pod_key(pod)] = pod
+
+    def _pod_deleted(self, pod: Mapping[str, Any]) -> None:
+        node = (pod.get("spec") or {}).get("nodeName")
+        if node:
+            with self._pods_lock:
+                self._pods.get(str(node), {}).pop(self._pod_key(pod), None)
+
+    def _pod_updated(self, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
+        self._pod_deleted(old)
+        self._pod_added(new)
 
     def pods_on(self, node: str) -> list[Mapping[str, Any]]:
-        return [p for p in self.informer.list("Pod") if (p.get("spec") or {}).get("nodeName") == node]
+        with self._pods_lock:
+            return list(self._pods.get(node, {}).values())
 
     def items_for(self, node: Mapping[str, Any], now: float) -> list[ResourceItem]:
         name = node["metadata"]["name"]
