@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import copy
 import logging
 import threading
 from collections.abc import Iterable, Mapping, Sequence
@@ -50,9 +49,11 @@ class _PerNode:
         new_spec = spec if whole_spec else {**old_spec, **spec}
         if old_spec == new_spec:
             return
-        updated = copy.deepcopy(dict(current))
-        updated["spec"] = new_spec
-        self.cluster.update(updated)
+        if whole_spec:
+            updated = {**current, "spec": new_spec}  # status and metadata shared, never mutated
+            self.cluster.update(updated)
+        else:  # a merge patch of the keys we own: the (large) status is neither copied nor sent
+            self.cluster.patch(kind, name, "", {"spec": spec})
 
     def _delete_if_present(self, kind: str, name: str) -> None:
         if self.informer.get(kind, name) is not None:
@@ -110,7 +111,9 @@ class NodeResourceReconciler(_PerNode):
         # Pods by node, kept by the informer's events: a pass over every node reads each pod once.
         self._pods: dict[str, dict[tuple[str, str], Mapping[str, Any]]] = {}
         self._pods_lock = threading.Lock()
-        self.remove_handler = informer.add_handler("Pod", self._pod_added, self._pod_updated, self._pod_deleted)
+        self.remove_handler = informer.add_handler(
+            "Pod", self._pod_added, self._pod_updated, self._pod_deleted
+        )
 
     @staticmethod
     def _pod_key(pod: Mapping[str, Any]) -> tuple[str, str]:
@@ -161,12 +164,17 @@ class NodeResourceReconciler(_PerNode):
             return
         now = self.cluster.clock.now()
         items = self.items_for(node, now)
-        new = copy.deepcopy(dict(node))
-        status = new.setdefault("status", {})
+        old_status = node.get("status") or {}
+        status = {
+            **old_status,
+            "capacity": dict(old_status.get("capacity") or {}),
+            "allocatable": dict(old_status.get("allocatable") or {}),
+        }
+        new = {**node, "status": status}  # only the two resource maps are new; the rest is shared
         patch: dict[str, dict[str, str | None]] = {"capacity": {}, "allocatable": {}}
         for item in items:
             for section in ("capacity", "allocatable"):
-                res = status.setdefault(section, {})
+                res = status[section]
                 if item.reset or item.quantity is None:
                     if item.name in res:
                         res.pop(item.name)

@@ -198,6 +198,14 @@ class SLOConfig:
 
     values: dict[str, dict[str, Any]] = field(default_factory=dict)
     raw: dict[str, str] = field(default_factory=dict)
+    _memo: dict[tuple[str, frozenset[tuple[str, str]]], Any] = field(default_factory=dict, repr=False)
+    """Per-node results by label set (nodes of a pool share them); cleared whenever a key changes."""
+
+    def _cached(self, what: str, labels: Mapping[str, str], make: Callable[[], Any]) -> Any:
+        key = (what, frozenset(labels.items()))
+        if key not in self._memo:
+            self._memo[key] = make()
+        return self._memo[key]
 
     def update(self, data: Mapping[str, Any] | None) -> list[ConfigProblem]:
         """Take the ConfigMap's ``data``: keys that parse replace their value, keys removed go back to
@@ -221,6 +229,7 @@ class SLOConfig:
                 continue
             self.values[key] = parsed
             self.raw[key] = text
+        self._memo.clear()
         return problems
 
     # --- per node ----------------------------------------------------------------------------------------
@@ -245,7 +254,13 @@ class SLOConfig:
         return merged
 
     def node_slo_spec(self, labels: Mapping[str, str]) -> dict[str, Any]:
-        """The NodeSLO spec a node with these labels gets (``getNodeSLOSpec``)."""
+        """The NodeSLO spec a node with these labels gets (``getNodeSLOSpec``); a fresh copy."""
+        spec: dict[str, Any] = copy.deepcopy(
+            self._cached("nodeslo", labels, lambda: self._node_slo_spec(labels))
+        )
+        return spec
+
+    def _node_slo_spec(self, labels: Mapping[str, str]) -> dict[str, Any]:
         spec: dict[str, Any] = {
             section: self.strategy(key, labels) for key, section in NODE_SLO_SECTIONS.items()
         }
