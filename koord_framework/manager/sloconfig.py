@@ -198,14 +198,23 @@ class SLOConfig:
 
     values: dict[str, dict[str, Any]] = field(default_factory=dict)
     raw: dict[str, str] = field(default_factory=dict)
-    _memo: dict[tuple[str, frozenset[tuple[str, str]]], Any] = field(default_factory=dict, repr=False)
-    """Per-node results by label set (nodes of a pool share them); cleared whenever a key changes."""
+    _memo: dict[tuple[Any, ...], Any] = field(default_factory=dict, repr=False)
+    """Merged strategies by which node strategy matched (nodes of a pool share them); cleared whenever a key
+    changes."""
 
-    def _cached(self, what: str, labels: Mapping[str, str], make: Callable[[], Any]) -> Any:
-        key = (what, frozenset(labels.items()))
+    def _cached(self, key: tuple[Any, ...], make: Callable[[], Any]) -> Any:
         if key not in self._memo:
             self._memo[key] = make()
         return self._memo[key]
+
+    def _match(self, key: str, labels: Mapping[str, str]) -> int:
+        """Index of the first node strategy (``nodeConfigs`` for colocation) matching, -1 for none."""
+        data = self.values.get(key, {})
+        entries = data.get("nodeConfigs" if key == COLOCATION else "nodeStrategies") or ()
+        for i, node in enumerate(entries):
+            if selector_matches(node.get("nodeSelector"), labels, f"[{i}].nodeSelector"):
+                return i
+        return -1
 
     def update(self, data: Mapping[str, Any] | None) -> list[ConfigProblem]:
         """Take the ConfigMap's ``data``: keys that parse replace their value, keys removed go back to
@@ -235,32 +244,35 @@ class SLOConfig:
     # --- per node ----------------------------------------------------------------------------------------
     def colocation(self, labels: Mapping[str, str]) -> ColocationStrategy:
         """The node's colocation strategy: defaults, cluster, first matching ``nodeConfigs`` entry."""
-        return ColocationStrategy.from_mapping(
-            node_colocation_strategy(self.values.get(COLOCATION, {}), labels)
+        strategy: ColocationStrategy = self._cached(
+            (COLOCATION, self._match(COLOCATION, labels)),
+            lambda: ColocationStrategy.from_mapping(
+                node_colocation_strategy(self.values.get(COLOCATION, {}), labels)
+            ),
         )
+        return strategy
 
     def strategy(self, key: str, labels: Mapping[str, str]) -> dict[str, Any]:
         """The key's strategy for a node: the first matching node strategy merged over the cluster
-        strategy, merged over the defaults of the NodeSLO section (empty for keys without a section)."""
-        defaults = default_node_slo_spec()
+        strategy, merged over the defaults of the NodeSLO section (empty for keys without a section).
+        Read-only: nodes matching the same node strategy share it."""
+        index = self._match(key, labels)
+        merged: dict[str, Any] = self._cached((key, index), lambda: self._merge(key, index))
+        return merged
+
+    def _merge(self, key: str, index: int) -> dict[str, Any]:
         section = NODE_SLO_SECTIONS.get(key)
-        merged: dict[str, Any] = copy.deepcopy(defaults[section]) if section else {}
+        merged: dict[str, Any] = copy.deepcopy(default_node_slo_spec()[section]) if section else {}
         data = self.values.get(key, {})
         overlay(merged, data.get("clusterStrategy") or {})
-        for i, node in enumerate(data.get("nodeStrategies") or ()):
-            if selector_matches(node.get("nodeSelector"), labels, f"nodeStrategies[{i}].nodeSelector"):
-                overlay(merged, {k: v for k, v in node.items() if k not in ("name", "nodeSelector")})
-                break
+        if index >= 0:
+            node = data["nodeStrategies"][index]
+            overlay(merged, {k: v for k, v in node.items() if k not in ("name", "nodeSelector")})
         return merged
 
     def node_slo_spec(self, labels: Mapping[str, str]) -> dict[str, Any]:
-        """The NodeSLO spec a node with these labels gets (``getNodeSLOSpec``); a fresh copy."""
-        spec: dict[str, Any] = copy.deepcopy(
-            self._cached("nodeslo", labels, lambda: self._node_slo_spec(labels))
-        )
-        return spec
-
-    def _node_slo_spec(self, labels: Mapping[str, str]) -> dict[str, Any]:
+        """The NodeSLO spec a node with these labels gets (``getNodeSLOSpec``). Read-only: nodes matching
+        the same node strategies share it (the cluster port copies what it stores)."""
         spec: dict[str, Any] = {
             section: self.strategy(key, labels) for key, section in NODE_SLO_SECTIONS.items()
         }
