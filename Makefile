@@ -27,7 +27,12 @@ demo: $(STAMP)
 	$(BIN)/koord profile validate configs/descheduler/koord-descheduler.yaml
 	@# The example cluster holds pods that cannot fit by design, to show why (an oversized NUMA pod, a gang
 	@# too big for the cluster): exit 1, "pods left unscheduled", is the expected outcome; 2 or worse fails.
-	$(BIN)/koord simulate --cluster configs/examples/cluster --seed 1 --now 2024-01-01T00:00:00Z || test $$? -eq 1
+	@# koord-manager closes the loop: batch-cpu / batch-memory computed from the example NodeMetrics (the
+	@# slo-controller-config of batch-slo-controller-config.yaml turns colocation on), then the scheduler places
+	@# the BE pods requesting them on the cluster the manager left.
+	rm -rf .demo-state
+	$(BIN)/koord manager --cluster configs/examples/cluster --once --now 2024-01-01T00:00:00Z --write-state .demo-state
+	$(BIN)/koord simulate --cluster .demo-state --seed 1 --now 2024-01-01T00:00:00Z || test $$? -eq 1
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

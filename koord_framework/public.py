@@ -56,6 +56,9 @@ PUBLIC_MODULES: dict[str, str] = {
     "koord_framework.koordlet.cpuset": "cpuset list parsing and formatting",
     "koord_framework.koordlet.eviction": "EvictTask, ReleaseTarget: asking the evictor",
     "koord_framework.koordlet.metrics.cache": "MetricCache: the node's and pods' recent usage",
+    # --- manager ---
+    "koord_framework.manager.noderesource": "NodeResourcePlugin, ResourceItem, ResourceMetrics: calculators",
+    "koord_framework.manager.colocation": "ColocationStrategy: the colocation-config model and its merge",
 }
 """Public module (or ``package.**``) → what a plugin finds there (the list ``docs/writing-plugins.md``
 shows)."""

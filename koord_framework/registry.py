@@ -22,6 +22,7 @@ GROUPS: dict[str, str] = {
     "descheduler": "koord.descheduler.plugins",
     "qos": "koord.koordlet.qos",
     "runtimehooks": "koord.koordlet.runtimehooks",
+    "noderesource": "koord.manager.noderesource",
 }
 """Short component name -> entry-point group."""
 

@@ -46,6 +46,7 @@ from koord_framework.cluster.port import ClusterPort
 from koord_framework.cluster.served import install_hint
 from koord_framework.component import ComponentRunner
 from koord_framework.errors import KindNotServedError
+from koord_framework.featuregates import FeatureGateError, gates_for
 from koord_framework.health import parse_address
 from koord_framework.koordlet.agent import (
     AgentOptions,
@@ -69,6 +70,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "koordlet",
         help="run the node agent (QoS strategies, metrics, NodeMetric report) for one node",
         description=__doc__,
+        epilog=gates_for("koordlet").help(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
@@ -86,6 +88,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="a real cluster (no FILE: default kubeconfig)",
     )
     parser.add_argument("--host-root", metavar="DIR", help="where the host's / is mounted (default: /)")
+    parser.add_argument(
+        "--feature-gates", default="", metavar="GATES", help="the koordlet's feature gates (listed below)"
+    )
     parser.add_argument("--config", metavar="FILE", help="a KoordletConfiguration (bare or in a ConfigMap)")
     parser.add_argument("--once", action="store_true", help="run one round and print it")
     parser.add_argument("--duration", type=float, metavar="SECONDS", help="stop after this long")
@@ -111,6 +116,10 @@ def _bad_input(message: str) -> int:
 def run(args: argparse.Namespace, *, stop: threading.Event | None = None) -> int:
     """The command. ``stop``, when given, ends the long-running agent when set (besides SIGTERM/SIGINT):
     the way to stop it when embedded or run from a thread other than the main one."""
+    try:
+        gates_for("koordlet").parse(getattr(args, "feature_gates", ""))
+    except FeatureGateError as exc:
+        return _bad_input(str(exc))
     loaded = None
     if args.config:
         from koord_framework.config.loader import load_koordlet_config

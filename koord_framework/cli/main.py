@@ -32,6 +32,7 @@ COMMAND_MODULES: list[str] = [
     "koord_framework.cli.koordlet",
     "koord_framework.cli.serve",
     "koord_framework.cli.devicedaemon",
+    "koord_framework.cli.manager",
 ]
 """Modules that register a subcommand, in the order ``koord --help`` lists them."""
 PLUGIN_COMMANDS_GROUP = "koord.cli.commands"

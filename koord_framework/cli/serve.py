@@ -50,6 +50,7 @@ from koord_framework.component import (
     MissingKindPolicy,
 )
 from koord_framework.errors import KoordError
+from koord_framework.featuregates import gates_for
 from koord_framework.health import HealthServer  # re-exported: its first home was this module
 
 __all__ = [
@@ -190,7 +191,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         ("descheduler", "run koord-descheduler against a Kubernetes API server (leader-elected)"),
     ):
         parser = subparsers.add_parser(
-            name, help=summary, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+            name,
+            help=summary,
+            description=__doc__,
+            epilog=gates_for(name).help(),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         parser.add_argument("--config", required=True, metavar="FILE", help="the profile (bare or ConfigMap)")
         parser.add_argument(
@@ -210,17 +215,17 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             "--feature-gates",
             default="",
             metavar="GATES",
-            help="Koordinator feature gates (none are known yet)",
+            help="Koordinator's feature gates of this component: A=true,B=false,AllAlpha=true (listed below)",
         )
         if name == "descheduler":
             parser.add_argument("--dry-run", action="store_true", default=None, help="evict nothing")
         parser.set_defaults(func=lambda args, _name=name: serve(_name, args))
 
 
-def _check_feature_gates(gates: str) -> None:
-    given = [g for g in gates.split(",") if g.strip()]
-    if given:
-        raise KoordError(f"--feature-gates {gates!r}: unknown feature gate(s); this build knows none")
+def _check_feature_gates(name: str, gates: str) -> None:
+    # Parsed and checked (an unknown gate or a non-boolean value is bad input, as kube components say);
+    # no gate of koord-scheduler / koord-descheduler changes behaviour here yet.
+    gates_for(name).parse(gates)
 
 
 def _client_limits(args: argparse.Namespace, client_connection: Any) -> tuple[float, int]:
@@ -252,7 +257,7 @@ def serve(
     logging.basicConfig(
         level=klog_level(args.v), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )
-    _check_feature_gates(args.feature_gates)
+    _check_feature_gates(name, args.feature_gates)
     from koord_framework.cluster.kube import KubeCluster, LeaderElectionConfig
     from koord_framework.config.loader import load_descheduler_config, load_scheduler_config
     from koord_framework.settings import load_settings

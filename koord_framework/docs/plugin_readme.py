@@ -214,11 +214,25 @@ def _example_problems(body: str, text: str, section: Section, dist: PluginDistri
     for ep in dist.entry_points:
         if not re.search(rf"\b{re.escape(ep.name)}\b", content):
             problems.append(Problem("Example profile", f"{EXAMPLE_PROFILE} does not use {ep.name}"))
+    if all(ep.group == GROUPS["noderesource"] for ep in dist.entry_points):
+        # koord-manager's calculators have no profile: their settings are slo-controller-config.
+        return problems + _slo_config_problems(profile)
     try:
         load_file(profile, registries=_with_own_plugins(dist))
     except KoordError as exc:
         problems.append(Problem("Example profile", f"{EXAMPLE_PROFILE} does not validate: {exc}"))
     return problems
+
+
+def _slo_config_problems(profile: Path) -> list[Problem]:
+    import yaml
+
+    from koord_framework.manager.sloconfig import CONFIG_MAP_NAME, SLOConfig
+
+    doc = yaml.safe_load(profile.read_text(encoding="utf-8")) or {}
+    if doc.get("kind") != "ConfigMap" or (doc.get("metadata") or {}).get("name") != CONFIG_MAP_NAME:
+        return [Problem("Example profile", f"{EXAMPLE_PROFILE} must be the {CONFIG_MAP_NAME} ConfigMap")]
+    return [Problem("Example profile", str(p)) for p in SLOConfig().update(doc.get("data") or {})]
 
 
 def _with_own_plugins(dist: PluginDistribution) -> Callable[[str], PluginRegistry]:

@@ -470,3 +470,35 @@ class QOSStrategyConformance(PluginConformance):
         for seed in range(2):
             h, _ = self._run(tmp_path / f"host-{seed}", seed, switched_off=True)
             assert not [r for r in h.evictor.records if r.ok], "evicted while switched off"
+
+
+class NodeResourcePluginConformance(PluginConformance):
+    """koord-manager's node-resource calculators: items only for the resources the plugin owns, a reset that
+    removes them, and degradation rather than a crash when the node has no NodeMetric."""
+
+    group: ClassVar[str] = "noderesource"
+
+    def _plugin(self) -> Any:
+        return self.plugin_class()
+
+    def test_owns_resources(self) -> None:
+        assert tuple(getattr(self.plugin_class, "resource_names", ())), "resource_names is empty"
+
+    def test_reset_removes_every_owned_resource(self) -> None:
+        items = self._plugin().reset({"metadata": {"name": "n"}}, "why")
+        assert {i.name for i in items} == set(self.plugin_class.resource_names)  # type: ignore[attr-defined]
+        assert all(i.reset for i in items)
+
+    def test_no_node_metric_does_not_raise(self) -> None:
+        from koord_framework.manager.noderesource import ColocationStrategy, ResourceMetrics
+
+        node = {
+            "metadata": {"name": "n"},
+            "status": {
+                "capacity": {"cpu": "4", "memory": "8Gi"},
+                "allocatable": {"cpu": "4", "memory": "8Gi"},
+            },
+        }
+        strategy = ColocationStrategy.from_mapping({"enable": True})
+        items = self._plugin().calculate(strategy, node, [], ResourceMetrics(None, 0.0))
+        assert {i.name for i in items} <= set(self.plugin_class.resource_names)  # type: ignore[attr-defined]

@@ -1,0 +1,242 @@
+"""``koord manager``: koord-manager's SLO controllers, long-running.
+
+    koord manager (--cluster PATH... | --kubeconfig [FILE]) [--config-namespace NS]
+                  [--metrics-addr HOST:PORT] [--enable-leader-election true|false]
+                  [--leader-election-namespace NS] [--feature-gates GATES] [--once] [--now RFC3339]
+
+The controllers, level-triggered over one shared informer (a failing one never blocks the others):
+
+* **sloconfig**: reads ``<config-namespace>/slo-controller-config``; each key is parsed on its own, and a
+  key that does not parse is logged and recorded as a Warning Event on the ConfigMap naming the key and the
+  field, its last good value kept;
+* **nodeslo**: each node's NodeSLO, the ConfigMap's strategies (cluster, then the first matching node
+  strategy) merged over Koordinator's defaults;
+* **nodemetric**: each node's NodeMetric ``spec.metricCollectPolicy`` from its colocation strategy;
+* **noderesource**: the extended resources the installed calculators (entry-point group
+  ``koord.manager.noderesource``; ``BatchResource`` from koord-plugin-batchresource) compute, written to the
+  node status when they moved by more than ``resourceDiffThreshold`` or ``updateTimeThresholdSeconds``
+  passed.
+
+``--cluster`` loads manifests into the embedded cluster on a virtual clock starting at ``--now`` (default:
+the newest NodeMetric ``updateTime``, so the metrics are fresh); ``--once`` then makes one pass and prints
+each node's batch resources and the controllers' problems. Without ``--once`` the manager runs until
+SIGTERM, serving ``/healthz``, ``/readyz`` and ``/metrics`` on ``--metrics-addr`` (Koordinator's
+``:8080``), and with leader election on (the default, as Koordinator's ``--enable-leader-election``) works
+only while it holds the Lease ``<leader-election-namespace>/koordinator-manager``. Its CRD kinds (NodeSLO,
+NodeMetric) not served: it waits unready, and gives up after two minutes (controller-runtime's
+``CacheSyncTimeout``), exiting 1.
+
+Exit status: 0 stopped on request (or ``--once`` done), 1 the work died or the Lease was lost, 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import socket
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+
+from koord_framework.cli.common import UsageError, bad_input, parse_now
+from koord_framework.cluster.clock import VirtualClock, parse_time
+from koord_framework.cluster.manifests import load_documents
+from koord_framework.cluster.port import ClusterPort
+from koord_framework.component import CONTROLLER_CACHE_SYNC_TIMEOUT, ComponentRunner, MissingKindPolicy
+from koord_framework.errors import KoordError
+from koord_framework.featuregates import FeatureGateError, gates_for
+from koord_framework.manager.noderesource import GROUP, NodeResourcePlugin
+from koord_framework.manager.sloconfig import DEFAULT_CONFIG_NAMESPACE
+
+__all__ = ["MISSING_KINDS", "load_plugins", "register", "run"]
+
+DEFAULT_METRICS_ADDR = "0.0.0.0:8080"
+LEASE_NAME = "koordinator-manager"
+MISSING_KINDS = MissingKindPolicy(default=CONTROLLER_CACHE_SYNC_TIMEOUT)
+"""koord-manager is controller-runtime: a CRD kind not served is given up on after CacheSyncTimeout."""
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "manager",
+        help="run koord-manager's SLO controllers (NodeSLO, NodeMetric, node resources)",
+        description=__doc__,
+        epilog=gates_for("manager").help(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument(
+        "--cluster", action="append", metavar="PATH", help="manifest file or folder (repeatable)"
+    )
+    source.add_argument(
+        "--kubeconfig", nargs="?", const="", metavar="FILE", help="a real API server (default credentials)"
+    )
+    parser.add_argument("--config-namespace", default=DEFAULT_CONFIG_NAMESPACE, metavar="NS")
+    parser.add_argument("--metrics-addr", default=DEFAULT_METRICS_ADDR, metavar="HOST:PORT")
+    parser.add_argument("--enable-leader-election", choices=("true", "false"), default="true")
+    parser.add_argument("--leader-election-namespace", default=DEFAULT_CONFIG_NAMESPACE, metavar="NS")
+    parser.add_argument("--identity", help="leader-election identity (default: HOSTNAME_<uuid>)")
+    parser.add_argument(
+        "--feature-gates", default="", metavar="GATES", help="A=true,B=false,AllAlpha=true,..."
+    )
+    parser.add_argument("--once", action="store_true", help="one pass over every node, print it, exit")
+    parser.add_argument("--now", metavar="RFC3339", help="--cluster: where the virtual clock starts")
+    parser.add_argument(
+        "--write-state", metavar="DIR", help="--once: write the resulting cluster as manifests (for simulate)"
+    )
+    parser.add_argument("--resync", type=float, default=60.0, metavar="SECONDS", help="full resync period")
+    parser.set_defaults(func=run)
+
+
+def load_plugins() -> list[NodeResourcePlugin[Any]]:
+    """Every installed node-resource calculator, built with default args."""
+    from koord_framework.registry import PluginRegistry
+
+    plugins: list[NodeResourcePlugin[Any]] = []
+    for name, cls in sorted(PluginRegistry.discover(GROUP).load_all().items()):
+        if not issubclass(cls, NodeResourcePlugin):
+            raise KoordError(f"plugin {name!r} in {GROUP} is not a NodeResourcePlugin")
+        plugins.append(cls())
+    return plugins
+
+
+def _newest_metric_time(paths: list[str]) -> float | None:
+    newest = None
+    for doc in load_documents(paths):
+        if doc.obj.get("kind") == "NodeMetric":
+            t = parse_time((doc.obj.get("status") or {}).get("updateTime"))
+            if t is not None and (newest is None or t > newest):
+                newest = t
+    return newest
+
+
+def _embedded(paths: list[str], now: float | None) -> ClusterPort:
+    from koord_framework.cluster.memory import MemoryCluster
+
+    start = now if now is not None else (_newest_metric_time(paths) or time.time())
+    cluster = MemoryCluster(VirtualClock(start), seed=0)
+    cluster.load(paths)
+    return cluster
+
+
+def run(
+    args: argparse.Namespace, *, cluster: ClusterPort | None = None, stop: threading.Event | None = None
+) -> int:
+    logging.basicConfig(
+        level=logging.WARNING if args.once else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        gates_for("manager").parse(args.feature_gates)
+        now = parse_now(args.now)
+    except (FeatureGateError, UsageError) as exc:
+        return bad_input("manager", str(exc))
+    try:
+        if cluster is None:
+            if args.cluster:
+                cluster = _embedded(args.cluster, now)
+            else:
+                from koord_framework.cluster.kube import KubeCluster
+                from koord_framework.settings import load_settings
+
+                kubeconfig = args.kubeconfig or load_settings().kubeconfig
+                cluster = KubeCluster.from_kubeconfig(kubeconfig or None, component="koord-manager")
+        plugins = load_plugins()
+    except KoordError as exc:
+        return bad_input("manager", str(exc))
+    from koord_framework.manager.component import ManagerComponent
+
+    port: ClusterPort = cluster
+    if args.once:
+        return _once(port, args, plugins)
+
+    def build(registry: CollectorRegistry) -> ManagerComponent:
+        return ManagerComponent(
+            port, registry, config_namespace=args.config_namespace, plugins=plugins, resync=args.resync
+        )
+
+    lease = None
+    if args.enable_leader_election == "true":
+        from koord_framework.cluster.kube.leader import LeaderElectionConfig
+
+        lease = LeaderElectionConfig(
+            name=LEASE_NAME,
+            namespace=args.leader_election_namespace
+            or os.environ.get("POD_NAMESPACE")
+            or DEFAULT_CONFIG_NAMESPACE,
+            identity=args.identity or f"{socket.gethostname()}_{uuid.uuid4()}",
+        )
+    try:
+        runner = ComponentRunner(
+            "manager",
+            build,
+            address=args.metrics_addr,
+            flag="--metrics-addr",
+            cluster=port,
+            leader_election=lease,
+            missing_kinds=MISSING_KINDS,
+        )
+        return runner.run(stop)
+    finally:
+        close = getattr(port, "close", None)
+        if callable(close):
+            close()
+
+
+def write_state(cluster: ClusterPort, directory: Path) -> Path:
+    """The cluster as one multi-document ``state.yaml``, each kind's objects in the order they were
+    created: ``koord simulate`` on it queues the pods in the same order as on the original manifests."""
+    import yaml
+
+    docs: list[dict[str, Any]] = []
+    for kind in cluster.kinds:
+        try:
+            objs, _ = cluster.list(kind)
+        except KoordError:  # a kind this cluster does not serve
+            continue
+        docs += [{"kind": kind, **o} for o in objs]
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "state.yaml"
+    with path.open("w", encoding="utf-8") as fh:
+        yaml.safe_dump_all(docs, fh, sort_keys=False)
+    return path
+
+
+def _once(cluster: ClusterPort, args: argparse.Namespace, plugins: list[NodeResourcePlugin[Any]]) -> int:
+    from koord_framework.api.resources import BATCH_CPU, BATCH_MEMORY
+    from koord_framework.manager.component import ManagerComponent
+
+    component = ManagerComponent(
+        cluster, CollectorRegistry(), config_namespace=args.config_namespace, plugins=plugins
+    )
+    try:
+        component.sync_once()
+    finally:
+        component.close()
+    if args.write_state:
+        try:
+            write_state(cluster, Path(args.write_state))
+        except OSError as exc:
+            return bad_input("manager", f"--write-state {args.write_state}: {exc.strerror or exc}")
+    for problem in component.config_reconciler.problems:
+        print(f"warning: {problem}")
+    nodes, _ = cluster.list("Node")
+    slos = {o["metadata"]["name"] for o in cluster.list("NodeSLO")[0]}
+    print(f"{'NODE':<24} {'NODESLO':<8} {'BATCH-CPU':>10} {'BATCH-MEMORY':>14}")
+    for node in sorted(nodes, key=lambda n: n["metadata"]["name"]):
+        name = node["metadata"]["name"]
+        alloc = (node.get("status") or {}).get("allocatable") or {}
+        print(
+            f"{name:<24} {'yes' if name in slos else 'no':<8} {alloc.get(BATCH_CPU, '-'):>10} "
+            f"{alloc.get(BATCH_MEMORY, '-'):>14}"
+        )
+        for msg in dict.fromkeys(component.resources.last_messages.get(name, [])):
+            print(f"  {msg}")
+    return 0

@@ -1,0 +1,1 @@
+"""koord-manager: the SLO controllers (NodeSLO, NodeMetric, node resources) on the shared informer."""

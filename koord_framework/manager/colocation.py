@@ -1,0 +1,139 @@
+"""The colocation strategy (``slo-controller-config``'s ``colocation-config``): its model, Koordinator's
+defaults (``sloconfig.DefaultColocationStrategy``) and the per-node merge.
+
+The cluster strategy is overlaid on the defaults; then the **first** ``nodeConfigs`` entry whose
+``nodeSelector`` matches the node's labels is overlaid on that (``GetNodeColocationStrategy``). Fields left
+out (or null) keep the value below them, as Go's merge of pointer fields does.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any, Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from koord_framework.api.selectors import parse_label_selector
+
+__all__ = [
+    "DEFAULT_COLOCATION",
+    "ColocationStrategy",
+    "node_colocation_strategy",
+    "overlay",
+    "selector_matches",
+]
+
+CalculatePolicy = Literal["usage", "request", "maxUsageRequest"]
+
+DEFAULT_COLOCATION: Final[Mapping[str, Any]] = {
+    "enable": False,
+    "metricAggregateDurationSeconds": 300,
+    "metricReportIntervalSeconds": 60,
+    "metricAggregatePolicy": {"durations": ["5m0s", "10m0s", "30m0s"]},
+    "metricMemoryCollectPolicy": "usageWithoutPageCache",
+    "cpuReclaimThresholdPercent": 60,
+    "cpuCalculatePolicy": "usage",
+    "memoryReclaimThresholdPercent": 65,
+    "memoryCalculatePolicy": "usage",
+    "degradeTimeMinutes": 15,
+    "updateTimeThresholdSeconds": 300,
+    "resourceDiffThreshold": 0.1,
+    "midCPUThresholdPercent": 100,
+    "midMemoryThresholdPercent": 100,
+    "midUnallocatedPercent": 0,
+    "midStaticCPUReservedPercent": 0,
+    "midStaticMemoryReservedPercent": 0,
+}
+"""``DefaultColocationStrategy()`` at a7a1b76b, in the ConfigMap's JSON spelling."""
+
+
+class ColocationStrategy(BaseModel):
+    """One node's effective colocation strategy (``configuration.ColocationStrategy``)."""
+
+    model_config = ConfigDict(
+        frozen=True, extra="ignore", alias_generator=to_camel, populate_by_name=True, strict=False
+    )
+
+    enable: bool = False
+    """Whether colocation (batch resources, NodeMetric reporting for it) is on for the node."""
+    metric_aggregate_duration_seconds: int = 300
+    """Window the koordlet aggregates node usage over."""
+    metric_report_interval_seconds: int = 60
+    """How often the koordlet reports the NodeMetric."""
+    metric_aggregate_policy: dict[str, Any] = Field(default_factory=dict)
+    """``{durations: [...]}``: the aggregated usage windows the NodeMetric carries."""
+    metric_memory_collect_policy: str = "usageWithoutPageCache"
+    """``usageWithoutPageCache`` or ``usageWithHotPageCache`` / ``usageWithPageCache``."""
+    cpu_reclaim_threshold_percent: int = Field(60, alias="cpuReclaimThresholdPercent")
+    """Share of node CPU capacity batch resources may be computed against (the rest is safety margin)."""
+    cpu_calculate_policy: CalculatePolicy = "usage"
+    """``usage`` or ``maxUsageRequest`` (batch CPU)."""
+    memory_reclaim_threshold_percent: int = 65
+    """Share of node memory capacity batch memory may be computed against."""
+    memory_calculate_policy: CalculatePolicy = "usage"
+    """``usage``, ``request`` or ``maxUsageRequest`` (batch memory)."""
+    degrade_time_minutes: int = 15
+    """A NodeMetric older than this resets the node's batch resources."""
+    update_time_threshold_seconds: int = 300
+    """The node status is written at least this often even when the values barely moved."""
+    resource_diff_threshold: float = 0.1
+    """Relative change of a batch resource that makes the node status be written at once."""
+    mid_cpu_threshold_percent: int | None = Field(100, alias="midCPUThresholdPercent")
+    """Cap of mid CPU, percent of capacity."""
+    mid_memory_threshold_percent: int | None = 100
+    """Cap of mid memory, percent of capacity."""
+    mid_unallocated_percent: int | None = 0
+    """Share of unallocated resources counted as mid."""
+    batch_cpu_threshold_percent: int | None = Field(None, alias="batchCPUThresholdPercent")
+    """Cap of batch CPU, percent of capacity (none: no cap)."""
+    batch_memory_threshold_percent: int | None = None
+    """Cap of batch memory, percent of capacity (none: no cap)."""
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any]) -> ColocationStrategy:
+        """The strategy from its JSON form overlaid on the defaults (raises pydantic's ValidationError)."""
+        return cls.model_validate(overlay(copy.deepcopy(dict(DEFAULT_COLOCATION)), data))
+
+
+def overlay(base: dict[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
+    """``patch`` merged into ``base`` (in place): nulls skipped, objects merged key by key, the rest
+    replaced."""
+    for key, value in patch.items():
+        if value is None:
+            continue
+        current = base.get(key)
+        if isinstance(value, Mapping) and isinstance(current, dict):
+            overlay(current, value)
+        else:
+            base[key] = copy.deepcopy(value)
+    return base
+
+
+def selector_matches(selector: Any, labels: Mapping[str, str], path: str = "nodeSelector") -> bool:
+    """Whether a ``metav1.LabelSelector`` matches; an empty or missing selector matches nothing, as
+    ``sloconfig`` treats a node strategy without a selector."""
+    if not isinstance(selector, Mapping) or not selector:
+        return False
+    return parse_label_selector(selector, path).matches(labels)
+
+
+NODE_CONFIG_KEYS: Final = ("name", "nodeSelector")
+
+
+def node_colocation_strategy(config: Mapping[str, Any], labels: Mapping[str, str]) -> dict[str, Any]:
+    """The JSON form of a node's strategy: defaults, then the cluster strategy (the config's top level),
+    then the first matching ``nodeConfigs`` entry."""
+    merged = overlay(copy.deepcopy(dict(DEFAULT_COLOCATION)), _strip(config, ("nodeConfigs",)))
+    for i, node_config in enumerate(config.get("nodeConfigs") or ()):
+        if isinstance(node_config, Mapping) and selector_matches(
+            node_config.get("nodeSelector"), labels, f"nodeConfigs[{i}].nodeSelector"
+        ):
+            overlay(merged, _strip(node_config, NODE_CONFIG_KEYS))
+            break
+    return merged
+
+
+def _strip(data: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    return {k: v for k, v in data.items() if k not in keys}

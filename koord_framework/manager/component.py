@@ -1,0 +1,181 @@
+"""koord-manager as a ``koord_framework.component.Component``: the SLO controllers on one informer."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+
+from koord_framework.cluster.informer import SharedInformer
+from koord_framework.cluster.port import ClusterPort, EventRecord
+from koord_framework.manager.controller import Controller, ControllerLoop
+from koord_framework.manager.noderesource import NodeResourcePlugin
+from koord_framework.manager.reconcilers import (
+    NodeMetricReconciler,
+    NodeResourceReconciler,
+    NodeSLOReconciler,
+)
+from koord_framework.manager.sloconfig import CONFIG_MAP_NAME, ConfigProblem, SLOConfig
+
+__all__ = ["KINDS", "ConfigReconciler", "ManagerComponent"]
+
+log = logging.getLogger("koord.manager")
+
+KINDS = ("Node", "Pod", "ConfigMap", "NodeSLO", "NodeMetric")
+"""What the manager's controllers watch."""
+DEFAULT_RESYNC = 60.0
+
+
+class ConfigReconciler:
+    """Reads ``slo-controller-config``; a change re-enqueues every node in the other controllers."""
+
+    name = "sloconfig"
+
+    def __init__(
+        self,
+        cluster: ClusterPort,
+        informer: SharedInformer,
+        config: SLOConfig,
+        namespace: str,
+        dependents: Sequence[Controller],
+    ) -> None:
+        self.cluster = cluster
+        self.informer = informer
+        self.config = config
+        self.namespace = namespace
+        self.dependents = dependents
+        self.problems: list[ConfigProblem] = []
+
+    def all_keys(self) -> Iterable[str]:
+        return [CONFIG_MAP_NAME]
+
+    def reconcile(self, key: str) -> None:
+        cm = self.informer.get("ConfigMap", key, self.namespace)
+        before = dict(self.config.values)
+        problems = self.config.update((cm or {}).get("data") or {})
+        for problem in problems:
+            log.warning("%s", problem)
+            self.cluster.record_event(
+                EventRecord(
+                    kind="ConfigMap",
+                    namespace=self.namespace,
+                    name=key,
+                    reason="InvalidConfig",
+                    message=str(problem),
+                    type="Warning",
+                    component="koord-manager",
+                    time=self.cluster.clock.now(),
+                )
+            )
+        self.problems = problems
+        if self.config.values != before:
+            for c in self.dependents:
+                c.enqueue_all()
+
+
+class ManagerComponent:
+    """The NodeSLO, NodeMetric and node-resource controllers, level-triggered over a shared informer."""
+
+    def __init__(
+        self,
+        cluster: ClusterPort,
+        registry: CollectorRegistry,
+        *,
+        config_namespace: str,
+        plugins: Sequence[NodeResourcePlugin[Any]],
+        resync: float = DEFAULT_RESYNC,
+    ) -> None:
+        self.cluster = cluster
+        self.config = SLOConfig()
+        self.config_namespace = config_namespace
+        self.informer = SharedInformer(cluster)
+        try:
+            for kind in KINDS:
+                self.informer.ensure(kind)
+        except BaseException:
+            self.informer.stop()
+            raise
+        self.nodeslo = Controller(NodeSLOReconciler(cluster, self.informer, self.config))
+        self.nodemetric = Controller(NodeMetricReconciler(cluster, self.informer, self.config))
+        self.resources = NodeResourceReconciler(cluster, self.informer, self.config, plugins)
+        self.noderesource = Controller(self.resources)
+        per_node = [self.nodeslo, self.nodemetric, self.noderesource]
+        self.config_reconciler = ConfigReconciler(
+            cluster, self.informer, self.config, config_namespace, per_node
+        )
+        self.sloconfig = Controller(self.config_reconciler)
+        # The config controller runs first in each round, so nodes are reconciled with the current config.
+        self.loop = ControllerLoop([self.sloconfig, *per_node], registry, resync)
+        self.plugins = list(plugins)
+        self._ready = threading.Event()
+        self._remove: list[Any] = []
+
+    # --- event handlers: only mark keys dirty (level-triggered) --------------------------------------------
+    def _node(self, obj: Mapping[str, Any], *controllers: Controller) -> None:
+        name = (obj.get("metadata") or {}).get("name")
+        if name:
+            for c in controllers:
+                c.enqueue(str(name))
+            self.loop.kick()
+
+    def _watch(self) -> None:
+        every = (self.nodeslo, self.nodemetric, self.noderesource)
+
+        def on_node(*objs: Mapping[str, Any]) -> None:
+            self._node(objs[-1], *every)
+
+        def on_config(*objs: Mapping[str, Any]) -> None:
+            meta = objs[-1].get("metadata") or {}
+            if meta.get("name") == CONFIG_MAP_NAME and meta.get("namespace") == self.config_namespace:
+                self.sloconfig.enqueue(CONFIG_MAP_NAME)
+                self.loop.kick()
+
+        def on_pod(*objs: Mapping[str, Any]) -> None:
+            for obj in objs:
+                node = (obj.get("spec") or {}).get("nodeName")
+                if node:
+                    self.noderesource.enqueue(str(node))
+            self.loop.kick()
+
+        def owned(controller: Controller) -> Any:
+            return lambda *objs: self._node(objs[-1], controller)
+
+        self._remove += [
+            self.informer.add_handler("Node", on_node, on_node, on_node),
+            self.informer.add_handler("ConfigMap", on_config, on_config, on_config),
+            self.informer.add_handler("Pod", on_pod, on_pod, on_pod),
+            self.informer.add_handler(
+                "NodeMetric", owned(self.noderesource), owned(self.noderesource), owned(self.nodemetric)
+            ),
+            self.informer.add_handler("NodeSLO", None, owned(self.nodeslo), owned(self.nodeslo)),
+        ]
+
+    def sync_once(self) -> None:
+        """One full pass: the config, then every node in every controller (what ``--once`` runs)."""
+        self.sloconfig.enqueue(CONFIG_MAP_NAME)
+        self.sloconfig.process(self.loop.errors)
+        for c in (self.nodeslo, self.nodemetric, self.noderesource):
+            c.enqueue_all()
+        self.loop.run_once()
+        self._ready.set()
+
+    # --- Component ------------------------------------------------------------------------------------------
+    def run(self, stop: threading.Event) -> None:
+        self.sync_once()
+        self._watch()
+        self.loop.run(stop)
+
+    def ready(self) -> bool:
+        return self._ready.is_set()
+
+    def close(self) -> None:
+        for remove in self._remove:
+            remove()
+        self._remove.clear()
+        self.resources.remove_handler()
+        self.informer.stop()
+        for plugin in self.plugins:
+            plugin.close()

@@ -1,0 +1,195 @@
+"""The SLO controllers of koord-manager: NodeSLO, NodeMetric and node resources, one key per node."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from koord_framework.api.resources import format_resource
+from koord_framework.cluster.informer import SharedInformer
+from koord_framework.cluster.port import ClusterPort
+from koord_framework.errors import NotFoundError
+from koord_framework.manager.noderesource import NodeResourcePlugin, ResourceItem, ResourceMetrics
+from koord_framework.manager.sloconfig import SLOConfig
+
+__all__ = ["NodeMetricReconciler", "NodeResourceReconciler", "NodeSLOReconciler"]
+
+log = logging.getLogger("koord.manager")
+
+SLO_API = "slo.koordinator.sh/v1alpha1"
+
+
+def _labels(node: Mapping[str, Any]) -> Mapping[str, str]:
+    return (node.get("metadata") or {}).get("labels") or {}
+
+
+class _PerNode:
+    name = ""
+
+    def __init__(self, cluster: ClusterPort, informer: SharedInformer, config: SLOConfig) -> None:
+        self.cluster = cluster
+        self.informer = informer
+        self.config = config
+
+    def all_keys(self) -> Iterable[str]:
+        return [n["metadata"]["name"] for n in self.informer.list("Node")]
+
+    def _ensure_spec(self, kind: str, name: str, spec: dict[str, Any], *, whole_spec: bool) -> None:
+        """Create ``kind/name`` with ``spec``, or update its spec when it differs (status kept)."""
+        current = self.informer.get(kind, name)
+        if current is None:
+            self.cluster.create(
+                {"apiVersion": SLO_API, "kind": kind, "metadata": {"name": name}, "spec": spec}
+            )
+            return
+        old_spec = current.get("spec") or {}
+        new_spec = spec if whole_spec else {**old_spec, **spec}
+        if old_spec == new_spec:
+            return
+        if whole_spec:
+            updated = {**current, "spec": new_spec}  # status and metadata shared, never mutated
+            self.cluster.update(updated)
+        else:  # a merge patch of the keys we own: the (large) status is neither copied nor sent
+            self.cluster.patch(kind, name, "", {"spec": spec})
+
+    def _delete_if_present(self, kind: str, name: str) -> None:
+        if self.informer.get(kind, name) is not None:
+            with contextlib.suppress(NotFoundError):  # gone already: the goal is reached
+                self.cluster.delete(kind, name)
+
+
+class NodeSLOReconciler(_PerNode):
+    """Each node's NodeSLO: the ConfigMap's strategies merged for its labels (``nodeslo`` controller)."""
+
+    name = "nodeslo"
+
+    def reconcile(self, key: str) -> None:
+        node = self.informer.get("Node", key)
+        if node is None:
+            self._delete_if_present("NodeSLO", key)
+            return
+        self._ensure_spec("NodeSLO", key, self.config.node_slo_spec(_labels(node)), whole_spec=True)
+
+
+class NodeMetricReconciler(_PerNode):
+    """Each node's NodeMetric spec: the collect policy of its colocation strategy (``nodemetric``)."""
+
+    name = "nodemetric"
+
+    def reconcile(self, key: str) -> None:
+        node = self.informer.get("Node", key)
+        if node is None:
+            self._delete_if_present("NodeMetric", key)
+            return
+        policy = self.config.metric_collect_policy(_labels(node))
+        self._ensure_spec("NodeMetric", key, {"metricCollectPolicy": policy}, whole_spec=False)
+
+
+class NodeResourceReconciler(_PerNode):
+    """Extended resources of each node from the calculator plugins (``noderesource`` controller).
+
+    The node status is written when a plugin says the change is large enough (``need_sync``) or when
+    ``updateTimeThresholdSeconds`` passed since the last write of that node.
+    """
+
+    name = "noderesource"
+
+    def __init__(
+        self,
+        cluster: ClusterPort,
+        informer: SharedInformer,
+        config: SLOConfig,
+        plugins: Sequence[NodeResourcePlugin[Any]],
+    ) -> None:
+        super().__init__(cluster, informer, config)
+        self.plugins = list(plugins)
+        self.last_sync: dict[str, float] = {}
+        self.last_messages: dict[str, list[str]] = {}
+        # Pods by node, kept by the informer's events: a pass over every node reads each pod once.
+        self._pods: dict[str, dict[tuple[str, str], Mapping[str, Any]]] = {}
+        self._pods_lock = threading.Lock()
+        self.remove_handler = informer.add_handler(
+            "Pod", self._pod_added, self._pod_updated, self._pod_deleted
+        )
+
+    @staticmethod
+    def _pod_key(pod: Mapping[str, Any]) -> tuple[str, str]:
+        meta = pod.get("metadata") or {}
+        return str(meta.get("namespace") or "default"), str(meta.get("name") or "")
+
+    def _pod_added(self, pod: Mapping[str, Any]) -> None:
+        node = (pod.get("spec") or {}).get("nodeName")
+        if node:
+            with self._pods_lock:
+                self._pods.setdefault(str(node), {})[self._pod_key(pod)] = pod
+
+    def _pod_deleted(self, pod: Mapping[str, Any]) -> None:
+        node = (pod.get("spec") or {}).get("nodeName")
+        if node:
+            with self._pods_lock:
+                self._pods.get(str(node), {}).pop(self._pod_key(pod), None)
+
+    def _pod_updated(self, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
+        self._pod_deleted(old)
+        self._pod_added(new)
+
+    def pods_on(self, node: str) -> list[Mapping[str, Any]]:
+        with self._pods_lock:
+            return list(self._pods.get(node, {}).values())
+
+    def items_for(self, node: Mapping[str, Any], now: float) -> list[ResourceItem]:
+        name = node["metadata"]["name"]
+        strategy = self.config.colocation(_labels(node))
+        items: list[ResourceItem] = []
+        if not strategy.enable:
+            for plugin in self.plugins:
+                items += plugin.reset(node, "node colocation is not enabled, reset node resources")
+            return items
+        metric = self.informer.get("NodeMetric", name)
+        pods = self.pods_on(name)
+        for plugin in self.plugins:
+            try:
+                items += plugin.calculate(strategy, node, pods, ResourceMetrics(metric, now))
+            except ValueError as exc:  # bad input on this node: its resources are left as they are
+                log.warning("noderesource: %s on node %s: %s", plugin.name, name, exc)
+        return items
+
+    def reconcile(self, key: str) -> None:
+        node = self.informer.get("Node", key)
+        if node is None:
+            self.last_sync.pop(key, None)
+            return
+        now = self.cluster.clock.now()
+        items = self.items_for(node, now)
+        old_status = node.get("status") or {}
+        status = {
+            **old_status,
+            "capacity": dict(old_status.get("capacity") or {}),
+            "allocatable": dict(old_status.get("allocatable") or {}),
+        }
+        new = {**node, "status": status}  # only the two resource maps are new; the rest is shared
+        patch: dict[str, dict[str, str | None]] = {"capacity": {}, "allocatable": {}}
+        for item in items:
+            for section in ("capacity", "allocatable"):
+                res = status[section]
+                if item.reset or item.quantity is None:
+                    if item.name in res:
+                        res.pop(item.name)
+                        patch[section][item.name] = None  # a merge patch's null removes the key
+                else:
+                    res[item.name] = patch[section][item.name] = format_resource(item.name, item.quantity)
+        self.last_messages[key] = [i.message for i in items if i.message]
+        if new == node:
+            self.last_sync.setdefault(key, now)
+            return
+        strategy = self.config.colocation(_labels(node))
+        due = now - self.last_sync.get(key, float("-inf")) >= strategy.update_time_threshold_seconds
+        needed = any(p.need_sync(strategy, node, new)[0] for p in self.plugins)
+        if not (due or needed):
+            return
+        self.cluster.patch("Node", key, "", {"status": patch}, status=True)
+        self.last_sync[key] = now
+        log.info("noderesource: node %s updated: %s", key, "; ".join(self.last_messages[key]))

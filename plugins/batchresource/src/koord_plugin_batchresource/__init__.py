@@ -1,0 +1,5 @@
+"""Koordinator's BatchResource node-resource calculator."""
+
+from koord_plugin_batchresource.plugin import BatchResource, BatchResourceArgs
+
+__all__ = ["BatchResource", "BatchResourceArgs"]

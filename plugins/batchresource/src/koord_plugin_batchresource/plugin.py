@@ -1,0 +1,273 @@
+"""``BatchResource``: what a node can lend to batch (BE) pods, ``kubernetes.io/batch-cpu`` and
+``kubernetes.io/batch-memory`` (Koordinator's ``noderesource/plugins/batchresource``).
+
+    batch = capacity - safetyMargin - max(systemUsed, nodeReserved) - HP pods' used   (policy "usage")
+
+with ``safetyMargin = capacity * (100 - reclaimThresholdPercent) / 100``, HP ("high priority") pods those
+whose priority class is neither batch nor free, and the NodeMetric's pod usages standing for "used". The
+``request`` policy (memory) subtracts the node reservation and HP requests instead; ``maxUsageRequest``
+subtracts each HP pod's larger of request and usage. A NodeMetric that is missing, has no ``updateTime``,
+or is older than ``degradeTimeMinutes`` resets the resources (degradation).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar, Final
+
+from koord_framework.api.constants import ANNOTATION_NODE_RESERVATION as _RESERVATION
+from koord_framework.api.objects import PodInfo
+from koord_framework.api.qos import (
+    PriorityClass,
+    QoSClass,
+    default_priority_value,
+)
+from koord_framework.api.resources import BATCH_CPU, BATCH_MEMORY, parse_resource_list
+from koord_framework.cluster.clock import parse_time
+from koord_framework.koordlet.cpuset import parse_cpuset
+from koord_framework.manager.noderesource import (
+    ColocationStrategy,
+    NodeResourcePlugin,
+    ResourceItem,
+    ResourceMetrics,
+)
+from koord_framework.plugin import NoArgs
+
+__all__ = ["BatchResource", "BatchResourceArgs", "Calculation"]
+
+CPU: Final = "cpu"
+MEMORY: Final = "memory"
+GIGA: Final = 10**9
+DEGRADE_MESSAGE: Final = (
+    "degrade node resource because of abnormal nodeMetric, reason: degradedByBatchResource"
+)
+LOW_PRIORITY: Final = frozenset({PriorityClass.BATCH, PriorityClass.FREE})
+
+
+class BatchResourceArgs(NoArgs):
+    """BatchResource takes no args: its settings are the node's colocation strategy
+    (``slo-controller-config`` ``colocation-config``)."""
+
+
+Resources = dict[str, int]
+
+
+def _cm(d: Mapping[str, int]) -> Resources:
+    return {CPU: int(d.get(CPU, 0)), MEMORY: int(d.get(MEMORY, 0))}
+
+
+def _add(a: Resources, b: Mapping[str, int]) -> Resources:
+    return {k: a[k] + int(b.get(k, 0)) for k in (CPU, MEMORY)}
+
+
+def _sub(a: Resources, b: Mapping[str, int]) -> Resources:
+    return {k: a[k] - int(b.get(k, 0)) for k in (CPU, MEMORY)}
+
+
+def _max(a: Mapping[str, int], b: Mapping[str, int]) -> Resources:
+    return {k: max(int(a.get(k, 0)), int(b.get(k, 0))) for k in (CPU, MEMORY)}
+
+
+def _nonneg(a: Resources) -> Resources:
+    return {k: max(v, 0) for k, v in a.items()}
+
+
+def _usage(entry: Mapping[str, Any], key: str, where: str) -> Resources:
+    usage = entry.get(key) or {}
+    return _cm(parse_resource_list((usage.get("resources") or {}), path=f"{where}.{key}.resources"))
+
+
+def _giga(value: int) -> int:
+    """``Quantity.ScaledValue(resource.Giga)``: rounded up."""
+    return -((-value) // GIGA)
+
+
+def _ratio_str(value: float) -> str:
+    """Go's ``%v`` of a float64."""
+    return str(int(value)) if value == int(value) else repr(value)
+
+
+def node_reservation(node: Mapping[str, Any]) -> Resources | None:
+    """The ``node.koordinator.sh/reservation`` annotation's resources (``reservedCPUs`` counted as whole
+    CPUs); ``None`` when absent. A malformed annotation is an error naming it."""
+    annotations = (node.get("metadata") or {}).get("annotations") or {}
+    text = annotations.get(_RESERVATION)
+    if not text:
+        return None
+    where = f"node {(node.get('metadata') or {}).get('name', '')}: annotation {_RESERVATION}"
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{where}: not JSON: {exc}") from exc
+    if not isinstance(data, Mapping):
+        raise ValueError(f"{where}: must be an object")
+    reserved = parse_resource_list(data.get("resources") or {}, path=f"{where}.resources")
+    if data.get("reservedCPUs"):
+        try:
+            reserved[CPU] = len(parse_cpuset(str(data["reservedCPUs"]))) * 1000
+        except ValueError as exc:
+            raise ValueError(f"{where}.reservedCPUs: {exc}") from exc
+    return _cm(reserved)
+
+
+class Calculation:
+    """The inputs of one node's calculation, summed (kept for the messages and the tests)."""
+
+    def __init__(
+        self,
+        strategy: ColocationStrategy,
+        node: Mapping[str, Any],
+        pods: Sequence[Mapping[str, Any]],
+        node_metric: Mapping[str, Any],
+    ) -> None:
+        name = (node.get("metadata") or {}).get("name", "")
+        status = node.get("status") or {}
+        self.capacity = _cm(
+            parse_resource_list(status.get("capacity") or {}, path=f"node {name}.status.capacity")
+        )
+        allocatable = _cm(
+            parse_resource_list(status.get("allocatable") or {}, path=f"node {name}.status.allocatable")
+        )
+        self.safety_margin = {
+            CPU: int(self.capacity[CPU] * ((100 - strategy.cpu_reclaim_threshold_percent) / 100)),
+            MEMORY: int(self.capacity[MEMORY] * ((100 - strategy.memory_reclaim_threshold_percent) / 100)),
+        }
+        kubelet_reserved = _nonneg(_sub(self.capacity, allocatable))
+        self.node_reserved = _max(kubelet_reserved, node_reservation(node) or {})
+        m_status = node_metric.get("status") or {}
+        metric_name = f"NodeMetric {name}"
+        pod_metrics: dict[str, Mapping[str, Any]] = {}
+        for pm in m_status.get("podsMetric") or ():
+            pod_metrics[f"{pm.get('namespace', '')}/{pm.get('name', '')}"] = pm
+        dangling = dict(pod_metrics)
+        self.hp_request = _cm({})
+        self.hp_used = _cm({})
+        self.hp_max_used_req = _cm({})
+        for pod in pods:
+            info = PodInfo.from_manifest(pod)
+            if info.phase not in ("Running", "Pending"):
+                continue
+            key = f"{info.namespace}/{info.name}"
+            metric = pod_metrics.get(key)
+            if metric is not None:
+                dangling.pop(key, None)
+            if info.priority_class in LOW_PRIORITY:
+                continue
+            request = _cm(info.requests)
+            self.hp_request = _add(self.hp_request, request)
+            if metric is None:
+                self.hp_used = _add(self.hp_used, request)
+                continue
+            used = _usage(metric, "podUsage", f"{metric_name} podsMetric {key}")
+            if info.qos_class == QoSClass.LSE:  # LSE pods never give back their CPU
+                self.hp_used = _add(self.hp_used, {CPU: request[CPU], MEMORY: used[MEMORY]})
+            else:
+                self.hp_used = _add(self.hp_used, used)
+            self.hp_max_used_req = _add(self.hp_max_used_req, _max(request, used))
+        for key, pm in dangling.items():
+            if pm.get("priority") in (PriorityClass.BATCH.value, PriorityClass.FREE.value):
+                continue
+            used = _usage(pm, "podUsage", f"{metric_name} podsMetric {key}")
+            self.hp_used = _add(self.hp_used, used)
+            self.hp_max_used_req = _add(self.hp_max_used_req, used)
+        host_app_used = _cm({})
+        batch_priority = default_priority_value(PriorityClass.BATCH)
+        for app in m_status.get("hostApplicationMetric") or ():
+            if _priority_value(app.get("priority")) <= batch_priority:
+                continue
+            host_app_used = _add(host_app_used, _usage(app, "usage", f"{metric_name} hostApplicationMetric"))
+        system = _usage(m_status.get("nodeMetric") or {}, "systemUsage", f"{metric_name} nodeMetric")
+        self.system_used = _max(_add(system, host_app_used), self.node_reserved)
+
+
+def _priority_value(name: Any) -> int:
+    try:
+        return default_priority_value(PriorityClass(name))
+    except ValueError:
+        return default_priority_value(PriorityClass.NONE)
+
+
+class BatchResource(NodeResourcePlugin[BatchResourceArgs]):
+    """Batch-cpu and batch-memory of a node from its NodeMetric and its pods."""
+
+    name = "BatchResource"
+    Args = BatchResourceArgs
+    resource_names: ClassVar[Sequence[str]] = (BATCH_CPU, BATCH_MEMORY)
+
+    def degraded(self, strategy: ColocationStrategy, metrics: ResourceMetrics) -> bool:
+        """A NodeMetric missing, without ``updateTime`` or older than ``degradeTimeMinutes``."""
+        nm = metrics.node_metric
+        updated = parse_time(((nm or {}).get("status") or {}).get("updateTime")) if nm else None
+        return updated is None or metrics.now > updated + strategy.degrade_time_minutes * 60
+
+    def calculate(
+        self,
+        strategy: ColocationStrategy,
+        node: Mapping[str, Any],
+        pods: Sequence[Mapping[str, Any]],
+        metrics: ResourceMetrics,
+    ) -> list[ResourceItem]:
+        if self.degraded(strategy, metrics) or metrics.node_metric is None:
+            return self.reset(node, DEGRADE_MESSAGE)
+        c = Calculation(strategy, node, pods, metrics.node_metric)
+        cpu, cpu_msg = self._cpu(strategy, c)
+        memory, mem_msg = self._memory(strategy, c)
+        return [
+            ResourceItem(BATCH_CPU, quantity=cpu, message=cpu_msg),
+            ResourceItem(BATCH_MEMORY, quantity=memory, message=mem_msg),
+        ]
+
+    @staticmethod
+    def _cpu(strategy: ColocationStrategy, c: Calculation) -> tuple[int, str]:
+        base = c.capacity[CPU] - c.safety_margin[CPU] - c.system_used[CPU]
+        if strategy.cpu_calculate_policy == "maxUsageRequest":
+            value, hp_label, hp = (
+                max(base - c.hp_max_used_req[CPU], 0),
+                "podHPMaxUsedRequest",
+                c.hp_max_used_req,
+            )
+        else:
+            value, hp_label, hp = max(base - c.hp_used[CPU], 0), "podHPUsed", c.hp_used
+        terms = (
+            f"nodeCapacity:{c.capacity[CPU]} - nodeSafetyMargin:{c.safety_margin[CPU]} - "
+            f"systemUsageOrNodeReserved:{c.system_used[CPU]} - {hp_label}:{hp[CPU]}"
+        )
+        if strategy.batch_cpu_threshold_percent is None:
+            return value, f"batchAllocatable[CPU(Milli-Core)]:{value} = {terms}"
+        ratio = strategy.batch_cpu_threshold_percent / 100
+        value = min(value, int(c.capacity[CPU] * ratio))
+        return value, (
+            f"batchAllocatable[CPU(Milli-Core)]:{value} = min(nodeCapacity:{c.capacity[CPU]} * "
+            f"thresholdRatio:{_ratio_str(ratio)}, {terms})"
+        )
+
+    @staticmethod
+    def _memory(strategy: ColocationStrategy, c: Calculation) -> tuple[int, str]:
+        cap, margin = c.capacity[MEMORY], c.safety_margin[MEMORY]
+        policy = strategy.memory_calculate_policy
+        if policy == "request":
+            value = max(cap - margin - c.node_reserved[MEMORY] - c.hp_request[MEMORY], 0)
+            terms = (
+                f"nodeCapacity:{_giga(cap)} - nodeSafetyMargin:{_giga(margin)} - "
+                f"nodeReserved:{_giga(c.node_reserved[MEMORY])} - podHPRequest:{_giga(c.hp_request[MEMORY])}"
+            )
+        else:
+            label, hp = (
+                ("podHPMaxUsedRequest", c.hp_max_used_req)
+                if policy == "maxUsageRequest"
+                else ("podHPUsed", c.hp_used)
+            )
+            value = max(cap - margin - c.system_used[MEMORY] - hp[MEMORY], 0)
+            terms = (
+                f"nodeCapacity:{_giga(cap)} - nodeSafetyMargin:{_giga(margin)} - "
+                f"systemUsage:{_giga(c.system_used[MEMORY])} - {label}:{_giga(hp[MEMORY])}"
+            )
+        if strategy.batch_memory_threshold_percent is None:
+            return value, f"batchAllocatable[Mem(GB)]:{_giga(value)} = {terms}"
+        ratio = strategy.batch_memory_threshold_percent / 100
+        value = min(value, int(cap * ratio))
+        return value, (
+            f"batchAllocatable[Mem(GB)]:{_giga(value)} = min(nodeCapacity:{_giga(cap)} * "
+            f"thresholdRatio:{_ratio_str(ratio)}, {terms})"
+        )
