@@ -55,6 +55,7 @@ PUBLIC_MODULES: dict[str, str] = {
     "koord_framework.koordlet.cpuset": "cpuset list parsing and formatting",
     "koord_framework.koordlet.eviction": "EvictTask, ReleaseTarget: asking the evictor",
     "koord_framework.koordlet.metrics.cache": "MetricCache: the node's and pods' recent usage",
+    "koord_framework.koordlet.runtimehooks.**": "RuntimeHook, hookimpl, requests/responses, HookManager",
 }
 """Public module (or ``package.**``) → what a plugin finds there (the list ``docs/writing-plugins.md``
 shows)."""
