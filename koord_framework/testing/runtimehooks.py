@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
+from koord_framework.koordlet.nodeslo import NodeSLO, NodeSLOSpec
 from koord_framework.koordlet.runtimehooks import (
     ContainerMeta,
     ContainerRequest,
@@ -19,11 +20,18 @@ from koord_framework.koordlet.runtimehooks import (
     Stage,
 )
 from koord_framework.koordlet.runtimehooks.hookspecs import PROJECT
+from koord_framework.koordlet.states import NodeState
 from koord_framework.testing.builders import make_pod
 from koord_framework.testing.conformance import PluginConformance
 from koord_framework.testing.hosttree import FakeHostTree, QOSHarness
 
-__all__ = ["HookHarness", "RuntimeHookConformance", "container_request", "pod_request"]
+__all__ = [
+    "HookHarness",
+    "RuntimeHookConformance",
+    "container_request",
+    "pod_request",
+    "state_with_merged_slo",
+]
 
 
 def pod_request(
@@ -57,6 +65,13 @@ def container_request(
         pod_annotations=dict(annotations or {}),
         cgroup_parent=cgroup_parent,
     )
+
+
+def state_with_merged_slo(merged: Mapping[str, Any], node_name: str = "test-node") -> NodeState:
+    """A node state whose NodeSLO's *merged* spec is exactly ``merged`` (a vector's input, defaults already
+    applied by the test that produced it)."""
+    spec = NodeSLOSpec.model_validate(dict(merged))
+    return NodeState(node_name, node_slo=NodeSLO(node_name, spec, dict(merged), None))
 
 
 class HookHarness:
@@ -100,7 +115,9 @@ class RuntimeHookConformance(PluginConformance):
         cls = self.plugin_class
         assert issubclass(cls, RuntimeHook), f"{cls.__name__} is not a RuntimeHook"
         pods = [
-            make_pod(f"p-{qos.lower()}", uid=f"uid-{qos.lower()}", cpu="1", memory="1Gi", qos=qos, node="test-node")
+            make_pod(
+                f"p-{qos.lower()}", uid=f"uid-{qos.lower()}", cpu="1", memory="1Gi", qos=qos, node="test-node"
+            )
             for qos in ("LSR", "LS", "BE")
         ]
         for i, pod in enumerate(pods):
@@ -117,7 +134,9 @@ class RuntimeHookConformance(PluginConformance):
     def test_implements_a_stage(self) -> None:
         names = {s.hook_name for s in Stage} | {"reconcile_kube_qos", "update_rule"}
         impls = [
-            n for n in names if getattr(getattr(self.plugin_class, n, None), PROJECT + "_impl", None) is not None
+            n
+            for n in names
+            if getattr(getattr(self.plugin_class, n, None), PROJECT + "_impl", None) is not None
         ]
         assert impls, f"{self.plugin_class.__name__} marks no method @hookimpl"
 

@@ -141,7 +141,9 @@ def test_fail_policy_stops_the_chain_and_names_pod_container_and_hook(tmp_path: 
     # Broken sorts first: Shares never ran and Broken's own edits were dropped.
     assert response.resources.cpu_shares is None and response.resources.cpu_quota is None
     with pytest.raises(HookFailed, match="pod ns/web container sidecar: boom"):
-        m.run_container(Stage.PRE_CREATE_CONTAINER, container_request(name="web", namespace="ns", container="sidecar"))
+        m.run_container(
+            Stage.PRE_CREATE_CONTAINER, container_request(name="web", namespace="ns", container="sidecar")
+        )
 
 
 def test_a_hooks_own_policy_overrides_the_koordlet_default(tmp_path: Path) -> None:
@@ -209,7 +211,9 @@ def _running(name: str, uid: str, qos: str, n: int) -> dict[str, Any]:
     pod = make_pod(name, uid=uid, cpu="1", memory="1Gi", qos=qos, node="test-node")
     pod["status"] = {
         "phase": "Running",
-        "containerStatuses": [{"name": "main", "containerID": f"containerd://{n:064x}", "state": {"running": {}}}],
+        "containerStatuses": [
+            {"name": "main", "containerID": f"containerd://{n:064x}", "state": {"running": {}}}
+        ],
     }
     return pod
 
@@ -229,14 +233,18 @@ def test_reconciler_applies_pod_container_and_kube_qos_levels_through_the_execut
 
 def test_reconciler_is_driven_by_tick_interval_rules_and_pod_events(tmp_path: Path) -> None:
     tree = FakeHostTree(tmp_path)
-    h = HookHarness(tree, [Shares, Zeta], pods=[_running("a", "uid-a", "LS", 1), _running("b", "uid-b", "BE", 2)])
+    h = HookHarness(
+        tree, [Shares, Zeta], pods=[_running("a", "uid-a", "LS", 1), _running("b", "uid-b", "BE", 2)]
+    )
     now = h.qos.clock.now()
     assert h.reconciler.tick(now) is not None
     assert h.reconciler.tick(now + 1) is None
     h.reconciler.pod_event("uid-b")
     report = h.reconciler.tick(now + 2)
     assert report is not None and report.reason == "pod event"
-    h.qos.set_state(pods=[_running("a", "uid-a", "LS", 1)], node_slo={"resourceUsedThresholdWithBE": {"enable": True}})
+    h.qos.set_state(
+        pods=[_running("a", "uid-a", "LS", 1)], node_slo={"resourceUsedThresholdWithBE": {"enable": True}}
+    )
     report = h.reconciler.tick(now + 3)
     assert report is not None and report.reason == "rule changed: Zeta"
     pod_a = h.qos.state.pods[0]

@@ -191,7 +191,7 @@ class HookManager:
         for name in sorted(self._hooks, reverse=True):
             try:
                 self._hooks[name].close()
-            except Exception:  # noqa: BLE001 - one provider's close must not keep the others open
+            except Exception:
                 log.exception("closing runtime hook %s failed", name)
 
     # --- the facade: the only callers of pm.hook.* -----------------------------------------------------
@@ -268,7 +268,7 @@ class HookManager:
                 try:
                     if method(state) and call is not None:
                         call.ran.append(hook.name)
-                except Exception:  # noqa: BLE001 - a bad NodeSLO keeps the previous rule
+                except Exception:
                     log.exception("runtime hook %s: rule update failed", hook.name)
 
             return hookimpl(rule_impl)
@@ -282,7 +282,7 @@ class HookManager:
             start = time.perf_counter()
             try:
                 method(request, mine)
-            except Exception as exc:  # noqa: BLE001 - the failure policy decides, never the exception
+            except Exception as exc:
                 self._observe(hook.name, stage, "failed", start)
                 failure = HookFailure(
                     hook.name,
