@@ -165,8 +165,8 @@ class HookManager:
         if hook.name in self._hooks:
             raise ValueError(f"runtime hook {hook.name} is already registered")
         self._hooks[hook.name] = hook
-        for name in list(self.pm.list_name_plugin()):
-            self.pm.unregister(name=name[0])
+        for registered, _plugin in list(self.pm.list_name_plugin()):
+            self.pm.unregister(name=registered)
         for name in sorted(self._hooks, reverse=True):
             self.pm.register(self._adapter(self._hooks[name]), name=name)
 

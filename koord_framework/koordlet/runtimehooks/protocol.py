@@ -125,7 +125,7 @@ class ContainerResources:
     unified: dict[str, str] = field(default_factory=dict)
 
     def is_empty(self) -> bool:
-        return all(getattr(self, f) in (None, {}) for f in self.__slots__)  # type: ignore[attr-defined]
+        return all(getattr(self, f) in (None, {}) for f in self.__slots__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,6 +211,6 @@ ResponseT = TypeVar("ResponseT", PodSandboxResponse, ContainerResponse, KubeQOSR
 
 def merge_response(into: ResponseT, edited: ResponseT) -> ResponseT:
     """Copy what a hook set on ``edited`` (a private copy) onto ``into``; returns ``into``."""
-    for name in into.__slots__:  # type: ignore[attr-defined]
+    for name in into.__slots__:
         setattr(into, name, getattr(edited, name))
     return into

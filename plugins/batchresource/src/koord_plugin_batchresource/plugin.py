@@ -51,6 +51,16 @@ def cpu_normalization_ratio(annotations: Mapping[str, str]) -> float:
     return value
 
 
+def _sum_or_unlimited(values: list[int | None]) -> int:
+    """The sum, or -1 as soon as one value is missing or not positive."""
+    total = 0
+    for v in values:
+        if v is None or v <= 0:
+            return -1
+        total += v
+    return total
+
+
 class BatchResource(RuntimeHook[BatchResourceArgs]):
     name: ClassVar[str] = "BatchResource"
     Args = BatchResourceArgs
@@ -98,12 +108,10 @@ class BatchResource(RuntimeHook[BatchResourceArgs]):
         if not enabled:
             res.cpu_quota = -1
         else:
-            limits = [c.cpu_limit for c in spec.values()]
             # One unlimited container makes the pod unlimited.
-            unlimited = any(v is None or v <= 0 for v in limits)
-            res.cpu_quota = scale_quota(milli_cpu_to_quota(-1 if unlimited else sum(limits)), ratio)  # type: ignore[arg-type]
-        memory = [c.memory_limit for c in spec.values()]
-        total = -1 if any(v is None or v <= 0 for v in memory) else sum(memory)  # type: ignore[misc]
+            milli = _sum_or_unlimited([c.cpu_limit for c in spec.values()])
+            res.cpu_quota = scale_quota(milli_cpu_to_quota(milli), ratio)
+        total = _sum_or_unlimited([c.memory_limit for c in spec.values()])
         res.memory_limit_in_bytes = total if total > 0 else -1
 
     @hookimpl

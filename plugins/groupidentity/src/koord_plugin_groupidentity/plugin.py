@@ -91,8 +91,9 @@ class GroupIdentity(RuntimeHook[GroupIdentityArgs]):
         bvt = rule.pod_value(qos, kube_qos_by_cgroup_parent(request.cgroup_parent))
         override = pod_cpu_qos(request.annotations)
         if override is not None and qos is QoSClass.LS:
-            if override.get("groupIdentity") is not None:
-                bvt = int(override["groupIdentity"])
+            gi = override.get("groupIdentity")
+            if isinstance(gi, int):
+                bvt = gi
             if override.get("enable") is not True:
                 bvt = 0
         response.resources.cpu_bvt = bvt
