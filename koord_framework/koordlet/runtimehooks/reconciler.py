@@ -7,7 +7,7 @@ the levels are
 * **kubeQOS**: the three QoS dirs, through ``reconcile_kube_qos``;
 * **pod**: every active pod's cgroup dir, through the ``PreRunPodSandbox`` hooks;
 * **container**: every container with a cgroup dir, through the ``PreUpdateContainerResources`` hooks, with
-  ``request.resources`` read from the container's cgroup (CPU normalization scales the current quota).
+  ``request.resources`` from the container's spec as the kubelet set it (CPU normalization scales it).
 
 The responses become ``CgroupUpdate``s written through the koordlet's ``ResourceExecutor`` (cacheable: an
 unchanged value is not rewritten within the executor's force-update window); a pod and its containers are
@@ -18,7 +18,7 @@ due; nothing runs in a thread of its own.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from koord_framework.api.qos import KubeQoS
@@ -30,8 +30,6 @@ from koord_framework.koordlet.cgroups import (
     CPU_SHARES,
     CPUSET_CPUS,
     MEMORY_LIMIT,
-    CgroupError,
-    CgroupReader,
 )
 from koord_framework.koordlet.executor import CgroupUpdate, ResourceExecutor, WriteResult
 from koord_framework.koordlet.runtimehooks.manager import HookFailed, HookFailure, HookManager
@@ -49,7 +47,14 @@ from koord_framework.koordlet.states import NodeState, PodMeta
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ReconcileReport", "Reconciler", "pod_request", "resource_updates"]
+__all__ = [
+    "ReconcileReport",
+    "Reconciler",
+    "container_request",
+    "pod_request",
+    "resource_updates",
+    "spec_resources",
+]
 
 OWNER = "RuntimeHooksReconciler"
 
@@ -81,29 +86,36 @@ def pod_request(pod: PodMeta) -> PodSandboxRequest:
         labels=dict(info.labels),
         annotations=dict(info.annotations),
         cgroup_parent=pod.cgroup_dir,
+        resources=spec_resources(info.requests, info.limits),
     )
 
 
-def current_resources(reader: CgroupReader, parent_dir: str) -> ContainerResources:
-    """What the cgroup holds now (fields it cannot read stay None)."""
-    res = ContainerResources()
-    reads: list[tuple[str, Callable[[str], object]]] = [
-        ("cpu_quota", reader.read_cpu_quota),
-        ("cpu_period", reader.read_cpu_period),
-        ("cpu_shares", reader.read_cpu_shares),
-        ("cpuset_cpus", reader.read_cpuset_raw),
-        ("memory_limit_in_bytes", reader.read_memory_limit),
-    ]
-    for name, read in reads:
-        try:
-            setattr(res, name, read(parent_dir))
-        except (CgroupError, OSError, ValueError):
-            continue
+def milli_cpu_to_shares(milli: int) -> int:
+    """Kubernetes' ``MilliCPUToShares``: 2 for nothing, else milli x 1024 / 1000 within [2, 262144]."""
+    return 2 if milli <= 0 else min(max(milli * 1024 // 1000, 2), 262144)
+
+
+def milli_cpu_to_quota(milli: int) -> int:
+    """Koordinator's ``MilliCPUToQuota``: -1 for nothing, else at least 1000 us per 100 ms period."""
+    return -1 if milli <= 0 else max(milli * 100, 1000)
+
+
+def spec_resources(requests: Mapping[str, int], limits: Mapping[str, int] | None) -> ContainerResources:
+    """What the kubelet gave the cgroup from the spec (Koordinator's ``Resources.FromPod`` /
+    ``FromContainer``): the reconciler's ``request.resources``. Read from the spec, not from the cgroup, so
+    that a hook scaling a value (CPU normalization) never scales its own earlier result."""
+    res = ContainerResources(cpu_shares=milli_cpu_to_shares(int(requests.get("cpu", 0))))
+    if limits is not None:
+        res.cpu_quota = milli_cpu_to_quota(int(limits.get("cpu", 0)))
+        memory = int(limits.get("memory", 0))
+        res.memory_limit_in_bytes = memory if memory > 0 else -1
     return res
 
 
-def container_request(pod: PodMeta, container: StateContainer, reader: CgroupReader) -> ContainerRequest:
+def container_request(pod: PodMeta, container: StateContainer) -> ContainerRequest:
+    """The ``PreUpdateContainerResources`` request of a running container."""
     info = pod.pod
+    spec = container.info
     return ContainerRequest(
         pod_meta=PodSandboxMeta(info.name, info.uid, info.namespace),
         container_meta=ContainerMeta(container.name, container.container_id),
@@ -111,7 +123,7 @@ def container_request(pod: PodMeta, container: StateContainer, reader: CgroupRea
         pod_annotations=dict(info.annotations),
         cgroup_parent=pod.cgroup_dir,
         container_cgroup=container.cgroup_dir,
-        resources=current_resources(reader, container.cgroup_dir),
+        resources=spec_resources(spec.requests, spec.limits or None) if spec is not None else None,
     )
 
 
@@ -171,11 +183,10 @@ class Reconciler:
         report = ReconcileReport(now, reason)
         if only is None:
             self._kube_qos(report)
-        reader = CgroupReader(self.executor.layout)
         for pod in state.pods:
             if not pod.is_active or not pod.cgroup_dir or (only is not None and pod.uid not in only):
                 continue
-            self._pod(pod, reader, report)
+            self._pod(pod, report)
         return report
 
     def _kube_qos(self, report: ReconcileReport) -> None:
@@ -192,7 +203,7 @@ class Reconciler:
             updates += resource_updates(qos_dir, result.response.resources, f"kubeQOS {qos.value}")
         report.writes += self.executor.update_batch(updates, cacheable=True)
 
-    def _pod(self, pod: PodMeta, reader: CgroupReader, report: ReconcileReport) -> None:
+    def _pod(self, pod: PodMeta, report: ReconcileReport) -> None:
         try:
             pod_result = self.manager.run_pod(Stage.PRE_RUN_POD_SANDBOX, pod_request(pod))
         except HookFailed as failed:
@@ -206,7 +217,7 @@ class Reconciler:
                 continue
             try:
                 result = self.manager.run_container(
-                    Stage.PRE_UPDATE_CONTAINER_RESOURCES, container_request(pod, c, reader)
+                    Stage.PRE_UPDATE_CONTAINER_RESOURCES, container_request(pod, c)
                 )
             except HookFailed as failed:
                 report.failures.append(failed.failure)
