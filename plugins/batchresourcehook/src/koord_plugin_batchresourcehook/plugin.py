@@ -20,7 +20,7 @@ from koord_framework.koordlet.runtimehooks import (
     hookimpl,
 )
 from koord_framework.koordlet.states import NodeState
-from koord_plugin_batchresource.resources import (
+from koord_plugin_batchresourcehook.resources import (
     milli_cpu_to_quota,
     milli_cpu_to_shares,
     parse_extended_resource_spec,

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from koord_plugin_batchresource import BatchResource
+from koord_plugin_batchresourcehook import BatchResource
 
 from koord_framework.koordlet.runtimehooks import ContainerResources, HookContext, HookManager, Stage
 from koord_framework.koordlet.states import NodeState

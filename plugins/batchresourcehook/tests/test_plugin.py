@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from koord_plugin_batchresource import BatchResource, milli_cpu_to_quota, milli_cpu_to_shares
+from koord_plugin_batchresourcehook import BatchResource, milli_cpu_to_quota, milli_cpu_to_shares
 
 from koord_framework.koordlet.nodeslo import NodeSLO
 from koord_framework.koordlet.runtimehooks import HookContext, HookFailed, HookManager, Stage

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from koord_plugin_batchresource import BatchResource
+from koord_plugin_batchresourcehook import BatchResource
 
 from koord_framework.testing.runtimehooks import RuntimeHookConformance
 
