@@ -56,6 +56,7 @@ PUBLIC_MODULES: dict[str, str] = {
     "koord_framework.koordlet.cpuset": "cpuset list parsing and formatting",
     "koord_framework.koordlet.eviction": "EvictTask, ReleaseTarget: asking the evictor",
     "koord_framework.koordlet.metrics.cache": "MetricCache: the node's and pods' recent usage",
+    "koord_framework.koordlet.runtimehooks.**": "RuntimeHook, hookimpl, requests/responses, HookManager",
     # --- manager ---
     "koord_framework.manager.noderesource": "NodeResourcePlugin, ResourceItem, ResourceMetrics: calculators",
     "koord_framework.manager.colocation": "ColocationStrategy: the colocation-config model and its merge",

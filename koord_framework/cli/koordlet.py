@@ -53,6 +53,7 @@ from koord_framework.koordlet.agent import (
     KoordletAgent,
     RoundReport,
     StrategySpec,
+    hooks_from_config,
     host_paths_from_config,
     strategies_from_config,
 )
@@ -137,11 +138,13 @@ def run(args: argparse.Namespace, *, stop: threading.Event | None = None) -> int
         host = host_paths_from_config(loaded.config, args.host_root)
         options = AgentOptions.from_config(loaded.config, create_node_metric=args.create_node_metric)
         strategies: list[StrategySpec] | None = strategies_from_config(loaded)
+        hooks = hooks_from_config(loaded)
     else:
         host = HostPaths.under(args.host_root or "/")
         options = AgentOptions(create_node_metric=args.create_node_metric)
         strategies = None
-    agent = KoordletAgent(node, cluster, host=host, options=options, strategies=strategies)
+        hooks = []
+    agent = KoordletAgent(node, cluster, host=host, options=options, strategies=strategies, hooks=hooks)
     if cluster is not None and cluster.try_get("Node", node) is None:
         print(f"koord koordlet: warning: the cluster has no Node {node!r}", file=sys.stderr)
     if args.once:

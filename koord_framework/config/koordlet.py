@@ -63,6 +63,8 @@ class RuntimeHooksConfig(ConfigModel):
     """Hook providers to register (``GroupIdentity``, ``CPUSetAllocator``, ``BatchResource``, ...)."""
     failure_policy: Literal["Fail", "Ignore"] = "Ignore"
     """``Ignore`` logs a failing hook and lets the container start; ``Fail`` refuses the runtime request."""
+    args: dict[NonEmptyStr, dict[str, Any]] = {}
+    """Each hook's args by hook name (its ``enable`` switch, its own ``failurePolicy``, ...)."""
 
 
 class KoordletConfiguration(TypedConfig):
@@ -156,7 +158,7 @@ def resolve(
         cls = load_class(hooks, name, at, problems)
         if cls is None:
             continue
-        args = validate_args(cls, None, at, problems)
+        args = validate_args(cls, cfg.runtime_hooks.args.get(name), ["runtimeHooks", "args", name], problems)
         if args is not None:
             hook_list.append(ResolvedPlugin(name, cls, args))
     return ResolvedKoordlet(tuple(strategies), tuple(disabled), tuple(hook_list)), problems

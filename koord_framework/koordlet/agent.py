@@ -42,6 +42,7 @@ from koord_framework.koordlet.metrics.cache import MetricCache
 from koord_framework.koordlet.metrics.collector import NODE_CPU_INFO_KEY, CollectResult, ResourceCollector
 from koord_framework.koordlet.metrics.reporter import NodeMetricReporter
 from koord_framework.koordlet.qos import Decision, QOSContext, QOSStrategy
+from koord_framework.koordlet.runtimehooks import HookContext, HookManager, Reconciler, RuntimeHook
 from koord_framework.koordlet.states import NodeState, StatesInformer
 from koord_framework.koordlet.system import HostReadError, NodeCPUInfo, read_node_cpu_info
 from koord_framework.koordlet.topology import KubeletCPUConfig, NodeTopologyReporter
@@ -86,6 +87,10 @@ class AgentOptions:
     prediction_safety_margin_percent: int = 10
     report_node_topology: bool = True
     """Create and update the node's NodeResourceTopology (Koordinator's ``NodeTopologyReport`` gate, on)."""
+    runtime_hooks_failure_policy: str = "Ignore"
+    """What a failing runtime hook does by default (``runtimeHooks.failurePolicy``)."""
+    runtime_hooks_reconcile_interval_seconds: float = 10.0
+    """Seconds between two reconciler rounds of the runtime hooks (``--runtime-hooks-reconcile-interval``)."""
     node_topology_sync_interval_seconds: float = 3.0
     """Seconds between two NodeResourceTopology reports (``--node-topology-sync-interval``)."""
     kubelet: KubeletCPUConfig = field(default_factory=KubeletCPUConfig)
@@ -97,6 +102,7 @@ class AgentOptions:
             "collect_interval_seconds": float(cfg.collect_res_used_interval),
             "report_interval_seconds": float(cfg.report_interval),
             "cgroup_driver": cfg.cgroup_driver,
+            "runtime_hooks_failure_policy": cfg.runtime_hooks.failure_policy,
         }
         values.update(overrides)
         return cls(**values)
@@ -119,6 +125,22 @@ def host_paths_from_config(cfg: KoordletConfiguration, root: str | None = None) 
         resctrl=resctrl,
         kubelet_root=under(hp.var_lib_kubelet_root),
     )
+
+
+HookSpec = tuple[type[RuntimeHook[Any]], PluginArgs]
+"""A runtime-hook provider class and its validated args."""
+
+
+def hooks_from_config(loaded: LoadedKoordletConfig) -> list[HookSpec]:
+    """The runtime hooks a loaded configuration enables, as (class, validated args)."""
+    out: list[HookSpec] = []
+    for resolved in loaded.runtime_hooks:
+        if not issubclass(resolved.cls, RuntimeHook):
+            raise ValidationError(
+                loaded.source, [Problem(f"runtimeHooks.enabled[{resolved.name}]", "is not a runtime hook")]
+            )
+        out.append((resolved.cls, resolved.args))
+    return out
 
 
 def strategies_from_config(loaded: LoadedKoordletConfig) -> list[StrategySpec]:
@@ -176,6 +198,7 @@ class KoordletAgent:
         strategies: Sequence[StrategySpec] | None = None,
         qos_registry: PluginRegistry | None = None,
         layout: CgroupLayout | None = None,
+        hooks: Sequence[HookSpec] = (),
     ) -> None:
         self.node_name = node_name
         self.cluster = cluster
@@ -227,6 +250,19 @@ class KoordletAgent:
             cluster=cluster,
         )
         self.strategies: list[QOSStrategy] = self._build_strategies(strategies, qos_registry)
+        # One pluggy PluginManager per agent: two agents in a process (tests, --once runs) never share hooks.
+        self.hook_context = HookContext(
+            node_name, host, self.layout, lambda: self._state, clock=self.clock, registry=self.registry
+        )
+        self.hooks = HookManager(self.hook_context, failure_policy=cfg.runtime_hooks_failure_policy)
+        for cls, hook_args in hooks:
+            self.hooks.register(cls(cls.parse_args(hook_args), self.hook_context))
+        self.reconciler = Reconciler(
+            self.hooks,
+            self.executor,
+            lambda: self._state,
+            interval_seconds=cfg.runtime_hooks_reconcile_interval_seconds,
+        )
         self._closed = False
         self._tick_seconds = Histogram(
             "koordlet_qos_strategy_duration_seconds",
@@ -288,6 +324,7 @@ class KoordletAgent:
         if not self._closed:
             self._closed = True
             close_plugins({s.name: s for s in self.strategies}, "koordlet")
+            self.hooks.close()
 
     def _refresh_cpu_info(self) -> None:
         try:
@@ -326,6 +363,11 @@ class KoordletAgent:
         for strategy in self.strategies:
             if self._due_now(f"qos/{strategy.name}", now, strategy.interval_seconds):
                 self._run_strategy(strategy, now, report)
+        if self.hooks.hooks:
+            reconciled = self.reconciler.tick(now)
+            if reconciled is not None:
+                report.ran.append(f"RuntimeHooksReconciler ({reconciled.reason})")
+                report.errors.extend(str(f) for f in reconciled.failures)
         topology_due = cfg.report_node_topology and self.cluster is not None
         if topology_due and self._due_now("topology", now, cfg.node_topology_sync_interval_seconds):
             report.node_topology = self._report_topology(report)

@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 
 import pytest
 import yaml
+from prometheus_client import CollectorRegistry
 
 from koord_framework.api.qos import KubeQoS
 from koord_framework.cli.main import main
@@ -18,6 +19,13 @@ from koord_framework.cluster.memory import MemoryCluster
 from koord_framework.errors import ValidationError
 from koord_framework.koordlet.agent import AgentOptions, KoordletAgent
 from koord_framework.koordlet.qos import IntervalArgs, QOSStrategy
+from koord_framework.koordlet.runtimehooks import (
+    PodSandboxRequest,
+    PodSandboxResponse,
+    RuntimeHook,
+    RuntimeHookArgs,
+    hookimpl,
+)
 from koord_framework.plugin import PluginArgs
 from koord_framework.registry import PluginRegistry
 from koord_framework.testing.hosttree import FakeHostTree, make_running_pod
@@ -296,3 +304,29 @@ def test_cli_bad_input(
     )
     assert main(["koordlet", "--node-name", "x", "--config", str(bad), "--once"]) in (1, 2)
     assert "NoSuchStrategy" in capsys.readouterr().err
+
+
+class _BEShares(RuntimeHook[RuntimeHookArgs]):
+    """A runtime hook giving BE pods 3 cpu shares (to see the agent's reconciler apply it)."""
+
+    name: ClassVar[str] = "BEShares"
+    Args = RuntimeHookArgs
+
+    @hookimpl
+    def pre_run_pod_sandbox(self, request: PodSandboxRequest, response: PodSandboxResponse) -> None:
+        if request.labels.get("koordinator.sh/qosClass") == "BE":
+            response.resources.cpu_shares = 3
+
+
+def test_the_agent_reconciles_its_runtime_hooks(koord_host_tree: HostFactory) -> None:
+    tree = koord_host_tree(cpus=4)
+    cluster, clock = world(tree)
+    agent = KoordletAgent(
+        "node-1", cluster, host=tree.paths, clock=clock, hooks=[(_BEShares, RuntimeHookArgs())]
+    )
+    other = KoordletAgent("node-1", cluster, host=tree.paths, clock=clock, registry=CollectorRegistry())
+    assert agent.hooks.pm is not other.hooks.pm and other.hooks.hooks == []
+    report = agent.step()
+    assert report.errors == [] and "RuntimeHooksReconciler (interval)" in report.ran
+    assert tree.read("cpu.shares", tree.layout.pod_dir(KubeQoS.BEST_EFFORT, "uid-be")) == "3"
+    agent.stop()
