@@ -65,6 +65,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/numa.py
 	$(BIN)/python -m bench.elasticquota
 	$(BIN)/python bench/deviceshare.py
+	$(BIN)/python -m bench.manager
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info plugins/*/build plugins/*/src/*.egg-info libs/*/build libs/*/src/*.egg-info
