@@ -13,11 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import socket
 import threading
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -38,35 +34,12 @@ from koord_framework.koordlet.agent import KoordletAgent
 from koord_framework.scheduler.scheduler import Scheduler
 from koord_framework.testing import make_node, make_pod
 from koord_framework.testing.hosttree import FakeHostTree, make_running_pod
+from koord_framework.testing.probes import free_port, get, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEDULER_CONFIG = ROOT / "configs" / "scheduler" / "koord-scheduler.yaml"
 DESCHEDULER_CONFIG = ROOT / "configs" / "descheduler" / "koord-descheduler.yaml"
 HostFactory = Callable[..., FakeHostTree]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def get(port: int, path: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as answer:
-            return int(answer.status), answer.read().decode()
-    except urllib.error.HTTPError as err:
-        return err.code, err.read().decode()
-
-
-def wait_for(check: Callable[[], bool], seconds: float, what: str) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        with contextlib.suppress(OSError):
-            if check():
-                return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {seconds} s waiting for {what}")
 
 
 @contextlib.contextmanager

@@ -11,9 +11,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -28,6 +25,7 @@ from koord_framework.health import HealthServer
 from koord_framework.koordlet.agent import RoundReport
 from koord_framework.koordlet.metrics.collector import CollectResult
 from koord_framework.testing.hosttree import FakeHostTree, make_running_pod
+from koord_framework.testing.probes import free_port, get, wait_for
 
 HostFactory = Callable[..., FakeHostTree]
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,30 +43,6 @@ SLO = {
 }
 LS = make_running_pod("ls", node="node-1", qos="LS", requests={"cpu": "2"}, limits={"cpu": "4"})
 BE = make_running_pod("be", node="node-1", qos="BE", requests={"kubernetes.io/batch-cpu": "4000"})
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def get(port: int, path: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as answer:
-            return int(answer.status), answer.read().decode()
-    except urllib.error.HTTPError as err:
-        return err.code, err.read().decode()
-
-
-def wait_for(check: Callable[[], bool], seconds: float, what: str) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        with contextlib.suppress(OSError):
-            if check():
-                return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {seconds} s waiting for {what}")
 
 
 def cluster_dir(tmp_path: Path, tree: FakeHostTree) -> Path:

@@ -15,8 +15,9 @@ from koord_framework.cluster.clock import WallClock
 from koord_framework.cluster.memory import MemoryCluster
 from koord_framework.manager.controller import ControllerLoop
 from koord_framework.testing import make_node
+from koord_framework.testing.probes import free_port, get, wait_for
 
-from .test_fail_loudly import free_port, get, in_thread, wait_for
+from .test_fail_loudly import in_thread
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "configs" / "examples" / "cluster"

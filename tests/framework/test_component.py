@@ -7,11 +7,8 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
-import socket
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -30,30 +27,7 @@ from koord_framework.component import (
     one_line,
 )
 from koord_framework.errors import KindNotServedError, PluginLoadError
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def get(port: int, path: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as answer:
-            return int(answer.status), answer.read().decode()
-    except urllib.error.HTTPError as err:
-        return err.code, err.read().decode()
-
-
-def wait_for(check: Callable[[], bool], seconds: float, what: str) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        with contextlib.suppress(OSError):
-            if check():
-                return
-        time.sleep(0.02)
-    raise AssertionError(f"timed out after {seconds} s waiting for {what}")
+from koord_framework.testing.probes import get, wait_for
 
 
 class Fake:
