@@ -293,3 +293,42 @@ def test_annotation_round_trip() -> None:
     decoded = decode_allocations(raw)
     assert decoded["gpu"][0].id == "GPU-n1-00"
     assert decoded["rdma"][0].vfs and decoded["rdma"][0].id
+
+
+def test_echo_of_own_write_is_counted_as_the_annotation_says() -> None:
+    """The informer's echo of a PreBind write reuses the allocations instead of decoding them again; what
+    the plugin then holds for each pod must equal what decoding the annotation gives (whole, shared, VF)."""
+    h = harness(gpu_node("n1"), make_device("n1", vfs=2), gpu_node("n2"), make_device("n2", vfs=2))
+    hint = {n.ANNOTATION_DEVICE_ALLOCATE_HINT: json.dumps({"rdma": {"vfSelector": {}}})}
+    pods = [
+        make_pod("whole", requests={n.NVIDIA_GPU: "2"}),
+        make_pod("shared", requests={n.GPU_CORE: "30", n.GPU_MEMORY_RATIO: "30"}),
+        make_pod("joint", requests={n.NVIDIA_GPU: "1", n.RDMA_RESOURCE: "1"}, annotations=hint),
+    ]
+    for pod in pods:
+        assert h.schedule_one(pod).scheduled
+    plugin = plugin_of(h)
+    for pod in pods:
+        res = h.result(make_pod(pod["metadata"]["name"]))
+        raw = res.annotations[n.ANNOTATION_DEVICE_ALLOCATED]
+        node, held, seen_raw = plugin._pod_allocations[f"default/{pod['metadata']['name']}"]
+        assert (node, held, seen_raw) == (res.node, decode_allocations(raw), raw)
+
+
+def test_pod_update_that_changes_no_allocation_leaves_the_node_fresh() -> None:
+    h = harness(gpu_node("n1"), make_device("n1"))
+    assert h.schedule_one(make_pod("p", requests={n.NVIDIA_GPU: "1"})).scheduled
+    plugin = plugin_of(h)
+    generation = plugin._node_gen.get("n1")
+    bound = h.cluster.get("Pod", "p", "default")
+    bound["status"] = {"phase": "Running"}
+    h.cluster.update(bound)
+    assert plugin._node_gen.get("n1") == generation
+    # A changed annotation still counts: the held allocation follows it.
+    again = h.cluster.get("Pod", "p", "default")
+    whole = {n.GPU_CORE: "100", n.GPU_MEMORY: "80Gi", n.GPU_MEMORY_RATIO: "100"}
+    again["metadata"]["annotations"][n.ANNOTATION_DEVICE_ALLOCATED] = json.dumps(
+        {"gpu": [{"minor": 5, "resources": whole}]}
+    )
+    h.cluster.update(again)
+    assert [a.minor for a in plugin._pod_allocations["default/p"][1]["gpu"]] == [5]

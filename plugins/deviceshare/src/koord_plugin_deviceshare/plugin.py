@@ -71,6 +71,7 @@ from koord_framework.scheduler.nodeinfo import NodeInfo
 from koord_framework.scheduler.status import MAX_NODE_SCORE, Code, Status
 from koord_framework.scheduler.table import BoolArray, Int64Array, NodeTable
 from koord_framework.scheduler.topologymanager import (
+    AFFINITY_STATE_KEY,
     AffinityStore,
     NUMATopologyHint,
     NUMATopologyHintProvider,
@@ -205,8 +206,12 @@ class DeviceShare(
         self.devices: dict[str, ParsedDevice] = {}
         self.device_errors: dict[str, str] = {}
         """node -> why its Device object was refused (a Filter reason for device pods)."""
-        self._pod_allocations: dict[str, tuple[str, DeviceAllocations]] = {}
-        """pod key -> (node, allocations) the informer last saw, so updates and deletes undo exactly that."""
+        self._pod_allocations: dict[str, tuple[str, DeviceAllocations, str]] = {}
+        """pod key -> (node, allocations, annotation) the informer last saw, so updates and deletes undo
+        exactly that, and an update that changes neither node nor annotation is recognised at once."""
+        self._written: dict[str, DeviceAllocations] = {}
+        """``device-allocated`` values this scheduler wrote in PreBind -> the allocations they encode, so the
+        informer's echo of our own write is not decoded again (bounded: see ``_remember_written``)."""
         self._memo = RowMemo()
         self._columns = GPUColumns(tuple(self.scorer.weights))
         self._node_gen: dict[str, int] = {}
@@ -311,13 +316,23 @@ class DeviceShare(
         node = str(spec.get("nodeName") or "")
         phase = str((obj.get("status") or {}).get("phase") or "")
         raw = ((obj.get("metadata") or {}).get("annotations") or {}).get(n.ANNOTATION_DEVICE_ALLOCATED)
-        allocations: DeviceAllocations = {}
-        if node and raw and phase not in _TERMINAL_PHASES:
-            try:
-                allocations = decode_allocations(raw, f"pod {key}: {n.ANNOTATION_DEVICE_ALLOCATED}")
-            except AllocationError as err:
-                log.warning("DeviceShare: %s", err)
-                return  # keep what we had, as Koordinator does with an unreadable annotation
+        live = bool(node and raw and phase not in _TERMINAL_PHASES)
+        if live:
+            with self._lock:
+                seen = self._pod_allocations.get(key)
+                # Most pod updates (status, the bind after our own annotation patch) change neither the node
+                # nor the annotation: nothing to undo and redo, and no node made stale for the caches.
+                if seen is not None and seen[0] == node and seen[2] == raw:
+                    return
+                allocations = self._written.pop(str(raw), None)
+            if allocations is None:
+                try:
+                    allocations = decode_allocations(str(raw), f"pod {key}: {n.ANNOTATION_DEVICE_ALLOCATED}")
+                except AllocationError as err:
+                    log.warning("DeviceShare: %s", err)
+                    return  # keep what we had, as Koordinator does with an unreadable annotation
+        else:
+            allocations = {}
         with self._lock:
             previous = self._pod_allocations.pop(key, None)
             if previous is not None and self._node_device(previous[0]).update_used(
@@ -328,7 +343,7 @@ class DeviceShare(
                 # Already counted when this scheduler reserved it: then nothing changes here.
                 if self._node_device(node).update_used(allocations, key, add=True):
                     self._bump(node)
-                self._pod_allocations[key] = (node, allocations)
+                self._pod_allocations[key] = (node, allocations, str(raw))
 
     def _on_pod_update(self, _old: Mapping[str, Any], obj: Mapping[str, Any]) -> None:
         self._on_pod(obj)
@@ -716,7 +731,15 @@ class DeviceShare(
         """Verdicts depend on the node and the pod's shape only -- unless a preemption what-if returned
         devices, reservations were restored for the pod, or a NUMA hint narrows the devices: those make the
         verdict specific to the cycle."""
-        return not s.preemptible and not restore_states_of(state).nodes and not AffinityStore.of(state)
+        if s.preemptible:
+            return False
+        # Read the cycle's entries without the accessors' throw-away defaults: this runs several times per
+        # pod on the hot path.
+        restored = state.get(RESTORE_STATE_KEY)
+        if isinstance(restored, RestoreStates) and restored.nodes:
+            return False
+        hints = state.get(AFFINITY_STATE_KEY)
+        return not (isinstance(hints, AffinityStore) and len(hints))
 
     def filter_all(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: Int64Array) -> BoolArray:
         s = self._state(state)
@@ -968,10 +991,19 @@ class DeviceShare(
         status = self._fill_ids(s.allocation_result, node_name)
         if not status.is_success:
             return status
-        state.pod_mutation.annotations[n.ANNOTATION_DEVICE_ALLOCATED] = encode_allocations(
-            s.allocation_result
-        )
+        raw = encode_allocations(s.allocation_result)
+        state.pod_mutation.annotations[n.ANNOTATION_DEVICE_ALLOCATED] = raw
+        self._remember_written(raw, s.allocation_result)
         return Status.success()
+
+    _WRITTEN_LIMIT = 4096
+    """Writes whose echo never came (a failed bind, a deleted pod) are forgotten oldest first past this."""
+
+    def _remember_written(self, raw: str, allocations: DeviceAllocations) -> None:
+        with self._lock:
+            self._written[raw] = allocations
+            while len(self._written) > self._WRITTEN_LIMIT:
+                del self._written[next(iter(self._written))]
 
     def _fill_ids(self, allocations: DeviceAllocations, node_name: str) -> Status:
         with self._lock:

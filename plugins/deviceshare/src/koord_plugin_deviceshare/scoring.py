@@ -44,27 +44,22 @@ class DeviceScorer:
         self.weights = dict(weights)
         self._per_resource = _least if strategy == LEAST_ALLOCATED else _most
 
-    def _combine(self, pairs: Iterable[tuple[str, int, int]]) -> int:
-        score = 0
-        weight_sum = 0
-        for name, requested, allocatable in pairs:
-            weight = self.weights[name]
-            score += self._per_resource(requested, allocatable) * weight
-            weight_sum += weight
-        return score // weight_sum if weight_sum else 0
-
     def score_device(
         self, request: Mapping[str, int], total: Mapping[str, int], free: Mapping[str, int]
     ) -> int:
-        pairs = []
-        for name in self.weights:
+        # The allocator scores every candidate device of every shared-GPU pod: one pass, no pair list.
+        score = 0
+        weight_sum = 0
+        per_resource = self._per_resource
+        for name, weight in self.weights.items():
             t = total.get(name, 0)
             if t == 0:
                 continue
             f = free.get(name, 0)
             requested = (t - f + request.get(name, 0)) if t >= f else t
-            pairs.append((name, requested, t))
-        return self._combine(pairs)
+            score += per_resource(requested, t) * weight
+            weight_sum += weight
+        return score // weight_sum if weight_sum else 0
 
     def score_node(
         self,
