@@ -1,5 +1,5 @@
 """Koordinator's BatchResource node-resource calculator."""
 
-from koord_plugin_batchresource.plugin import BatchResource, BatchResourceArgs
+from koord_plugin_batchresource.plugin import BatchResource, BatchResourceArgs, PodRecords
 
-__all__ = ["BatchResource", "BatchResourceArgs"]
+__all__ = ["BatchResource", "BatchResourceArgs", "PodRecords"]

@@ -13,6 +13,7 @@ or is older than ``degradeTimeMinutes`` resets the resources (degradation).
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Final
 
@@ -34,7 +35,7 @@ from koord_framework.manager.noderesource import (
 )
 from koord_framework.plugin import NoArgs
 
-__all__ = ["BatchResource", "BatchResourceArgs", "Calculation"]
+__all__ = ["BatchResource", "BatchResourceArgs", "Calculation", "PodRecords"]
 
 CPU: Final = "cpu"
 MEMORY: Final = "memory"
@@ -120,7 +121,9 @@ class Calculation:
         node: Mapping[str, Any],
         pods: Sequence[Mapping[str, Any]],
         node_metric: Mapping[str, Any],
+        pod_infos: Sequence[PodInfo] | None = None,
     ) -> None:
+        """``pod_infos``, when given, are ``pods`` already parsed (the same order)."""
         name = (node.get("metadata") or {}).get("name", "")
         status = node.get("status") or {}
         self.capacity = _cm(
@@ -144,8 +147,8 @@ class Calculation:
         self.hp_request = _cm({})
         self.hp_used = _cm({})
         self.hp_max_used_req = _cm({})
-        for pod in pods:
-            info = PodInfo.from_manifest(pod)
+        infos = pod_infos if pod_infos is not None else [PodInfo.from_manifest(p) for p in pods]
+        for info in infos:
             if info.phase not in ("Running", "Pending"):
                 continue
             key = f"{info.namespace}/{info.name}"
@@ -188,12 +191,57 @@ def _priority_value(name: Any) -> int:
         return default_priority_value(PriorityClass.NONE)
 
 
+class PodRecords:
+    """Each node's pods as parsed records, reused while a pod's ``resourceVersion`` stays the same.
+
+    The controller recalculates every node whenever its NodeMetric is reported (each minute by default), and
+    parsing a pod costs more than the arithmetic it feeds; pods change far less often. Each call keeps only
+    the pods it was given, so deleted pods are forgotten with the node's next calculation. A pod without a
+    ``resourceVersion`` (a hand-made manifest) is parsed every time.
+    """
+
+    def __init__(self) -> None:
+        self._by_node: dict[str, dict[str, tuple[str, PodInfo]]] = {}
+        self._lock = threading.Lock()
+
+    def parse(self, node: str, pods: Sequence[Mapping[str, Any]]) -> list[PodInfo]:
+        with self._lock:
+            seen = self._by_node.get(node, {})
+        kept: dict[str, tuple[str, PodInfo]] = {}
+        out: list[PodInfo] = []
+        for pod in pods:
+            meta = pod.get("metadata") or {}
+            version = str(meta.get("resourceVersion") or "")
+            key = (
+                str(meta.get("uid") or "") or f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}"
+            )
+            hit = seen.get(key)
+            info = hit[1] if version and hit is not None and hit[0] == version else PodInfo.from_manifest(pod)
+            if version:
+                kept[key] = (version, info)
+            out.append(info)
+        with self._lock:
+            self._by_node[node] = kept
+        return out
+
+    def forget(self, node: str | None = None) -> None:
+        with self._lock:
+            if node is None:
+                self._by_node.clear()
+            else:
+                self._by_node.pop(node, None)
+
+
 class BatchResource(NodeResourcePlugin[BatchResourceArgs]):
     """Batch-cpu and batch-memory of a node from its NodeMetric and its pods."""
 
     name = "BatchResource"
     Args = BatchResourceArgs
     resource_names: ClassVar[Sequence[str]] = (BATCH_CPU, BATCH_MEMORY)
+
+    def __init__(self, args: BatchResourceArgs | Mapping[str, Any] | None = None) -> None:
+        super().__init__(args)
+        self.records = PodRecords()
 
     def degraded(self, strategy: ColocationStrategy, metrics: ResourceMetrics) -> bool:
         """A NodeMetric missing, without ``updateTime`` or older than ``degradeTimeMinutes``."""
@@ -208,9 +256,12 @@ class BatchResource(NodeResourcePlugin[BatchResourceArgs]):
         pods: Sequence[Mapping[str, Any]],
         metrics: ResourceMetrics,
     ) -> list[ResourceItem]:
+        node_name = str((node.get("metadata") or {}).get("name") or "")
         if self.degraded(strategy, metrics) or metrics.node_metric is None:
+            self.records.forget(node_name)
             return self.reset(node, DEGRADE_MESSAGE)
-        c = Calculation(strategy, node, pods, metrics.node_metric)
+        infos = self.records.parse(node_name, pods)
+        c = Calculation(strategy, node, pods, metrics.node_metric, pod_infos=infos)
         cpu, cpu_msg = self._cpu(strategy, c)
         memory, mem_msg = self._memory(strategy, c)
         return [
