@@ -31,7 +31,6 @@ class ContainerState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     CONTAINER_RUNNING: _ClassVar[ContainerState]
     CONTAINER_EXITED: _ClassVar[ContainerState]
     CONTAINER_UNKNOWN: _ClassVar[ContainerState]
-
 POD: NamespaceMode
 CONTAINER: NamespaceMode
 NODE: NamespaceMode
@@ -62,13 +61,7 @@ class VersionResponse(_message.Message):
     runtime_name: str
     runtime_version: str
     runtime_api_version: str
-    def __init__(
-        self,
-        version: _Optional[str] = ...,
-        runtime_name: _Optional[str] = ...,
-        runtime_version: _Optional[str] = ...,
-        runtime_api_version: _Optional[str] = ...,
-    ) -> None: ...
+    def __init__(self, version: _Optional[str] = ..., runtime_name: _Optional[str] = ..., runtime_version: _Optional[str] = ..., runtime_api_version: _Optional[str] = ...) -> None: ...
 
 class DNSConfig(_message.Message):
     __slots__ = ("servers", "searches", "options")
@@ -78,12 +71,7 @@ class DNSConfig(_message.Message):
     servers: _containers.RepeatedScalarFieldContainer[str]
     searches: _containers.RepeatedScalarFieldContainer[str]
     options: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(
-        self,
-        servers: _Optional[_Iterable[str]] = ...,
-        searches: _Optional[_Iterable[str]] = ...,
-        options: _Optional[_Iterable[str]] = ...,
-    ) -> None: ...
+    def __init__(self, servers: _Optional[_Iterable[str]] = ..., searches: _Optional[_Iterable[str]] = ..., options: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class NamespaceOption(_message.Message):
     __slots__ = ("network", "pid", "ipc", "target_id")
@@ -95,13 +83,7 @@ class NamespaceOption(_message.Message):
     pid: NamespaceMode
     ipc: NamespaceMode
     target_id: str
-    def __init__(
-        self,
-        network: _Optional[_Union[NamespaceMode, str]] = ...,
-        pid: _Optional[_Union[NamespaceMode, str]] = ...,
-        ipc: _Optional[_Union[NamespaceMode, str]] = ...,
-        target_id: _Optional[str] = ...,
-    ) -> None: ...
+    def __init__(self, network: _Optional[_Union[NamespaceMode, str]] = ..., pid: _Optional[_Union[NamespaceMode, str]] = ..., ipc: _Optional[_Union[NamespaceMode, str]] = ..., target_id: _Optional[str] = ...) -> None: ...
 
 class Int64Value(_message.Message):
     __slots__ = ("value",)
@@ -110,14 +92,7 @@ class Int64Value(_message.Message):
     def __init__(self, value: _Optional[int] = ...) -> None: ...
 
 class LinuxSandboxSecurityContext(_message.Message):
-    __slots__ = (
-        "namespace_options",
-        "run_as_user",
-        "readonly_rootfs",
-        "supplemental_groups",
-        "privileged",
-        "run_as_group",
-    )
+    __slots__ = ("namespace_options", "run_as_user", "readonly_rootfs", "supplemental_groups", "privileged", "run_as_group")
     NAMESPACE_OPTIONS_FIELD_NUMBER: _ClassVar[int]
     RUN_AS_USER_FIELD_NUMBER: _ClassVar[int]
     READONLY_ROOTFS_FIELD_NUMBER: _ClassVar[int]
@@ -130,15 +105,7 @@ class LinuxSandboxSecurityContext(_message.Message):
     supplemental_groups: _containers.RepeatedScalarFieldContainer[int]
     privileged: bool
     run_as_group: Int64Value
-    def __init__(
-        self,
-        namespace_options: _Optional[_Union[NamespaceOption, _Mapping]] = ...,
-        run_as_user: _Optional[_Union[Int64Value, _Mapping]] = ...,
-        readonly_rootfs: _Optional[bool] = ...,
-        supplemental_groups: _Optional[_Iterable[int]] = ...,
-        privileged: _Optional[bool] = ...,
-        run_as_group: _Optional[_Union[Int64Value, _Mapping]] = ...,
-    ) -> None: ...
+    def __init__(self, namespace_options: _Optional[_Union[NamespaceOption, _Mapping]] = ..., run_as_user: _Optional[_Union[Int64Value, _Mapping]] = ..., readonly_rootfs: _Optional[bool] = ..., supplemental_groups: _Optional[_Iterable[int]] = ..., privileged: _Optional[bool] = ..., run_as_group: _Optional[_Union[Int64Value, _Mapping]] = ...) -> None: ...
 
 class LinuxPodSandboxConfig(_message.Message):
     __slots__ = ("cgroup_parent", "security_context", "sysctls", "overhead", "resources")
@@ -149,7 +116,6 @@ class LinuxPodSandboxConfig(_message.Message):
         key: str
         value: str
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
-
     CGROUP_PARENT_FIELD_NUMBER: _ClassVar[int]
     SECURITY_CONTEXT_FIELD_NUMBER: _ClassVar[int]
     SYSCTLS_FIELD_NUMBER: _ClassVar[int]
@@ -160,14 +126,7 @@ class LinuxPodSandboxConfig(_message.Message):
     sysctls: _containers.ScalarMap[str, str]
     overhead: LinuxContainerResources
     resources: LinuxContainerResources
-    def __init__(
-        self,
-        cgroup_parent: _Optional[str] = ...,
-        security_context: _Optional[_Union[LinuxSandboxSecurityContext, _Mapping]] = ...,
-        sysctls: _Optional[_Mapping[str, str]] = ...,
-        overhead: _Optional[_Union[LinuxContainerResources, _Mapping]] = ...,
-        resources: _Optional[_Union[LinuxContainerResources, _Mapping]] = ...,
-    ) -> None: ...
+    def __init__(self, cgroup_parent: _Optional[str] = ..., security_context: _Optional[_Union[LinuxSandboxSecurityContext, _Mapping]] = ..., sysctls: _Optional[_Mapping[str, str]] = ..., overhead: _Optional[_Union[LinuxContainerResources, _Mapping]] = ..., resources: _Optional[_Union[LinuxContainerResources, _Mapping]] = ...) -> None: ...
 
 class PodSandboxMetadata(_message.Message):
     __slots__ = ("name", "uid", "namespace", "attempt")
@@ -179,13 +138,7 @@ class PodSandboxMetadata(_message.Message):
     uid: str
     namespace: str
     attempt: int
-    def __init__(
-        self,
-        name: _Optional[str] = ...,
-        uid: _Optional[str] = ...,
-        namespace: _Optional[str] = ...,
-        attempt: _Optional[int] = ...,
-    ) -> None: ...
+    def __init__(self, name: _Optional[str] = ..., uid: _Optional[str] = ..., namespace: _Optional[str] = ..., attempt: _Optional[int] = ...) -> None: ...
 
 class PodSandboxConfig(_message.Message):
     __slots__ = ("metadata", "hostname", "log_directory", "dns_config", "labels", "annotations", "linux")
@@ -196,7 +149,6 @@ class PodSandboxConfig(_message.Message):
         key: str
         value: str
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
-
     class AnnotationsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -204,7 +156,6 @@ class PodSandboxConfig(_message.Message):
         key: str
         value: str
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
-
     METADATA_FIELD_NUMBER: _ClassVar[int]
     HOSTNAME_FIELD_NUMBER: _ClassVar[int]
     LOG_DIRECTORY_FIELD_NUMBER: _ClassVar[int]
@@ -219,16 +170,7 @@ class PodSandboxConfig(_message.Message):
     labels: _containers.ScalarMap[str, str]
     annotations: _containers.ScalarMap[str, str]
     linux: LinuxPodSandboxConfig
-    def __init__(
-        self,
-        metadata: _Optional[_Union[PodSandboxMetadata, _Mapping]] = ...,
-        hostname: _Optional[str] = ...,
-        log_directory: _Optional[str] = ...,
-        dns_config: _Optional[_Union[DNSConfig, _Mapping]] = ...,
-        labels: _Optional[_Mapping[str, str]] = ...,
-        annotations: _Optional[_Mapping[str, str]] = ...,
-        linux: _Optional[_Union[LinuxPodSandboxConfig, _Mapping]] = ...,
-    ) -> None: ...
+    def __init__(self, metadata: _Optional[_Union[PodSandboxMetadata, _Mapping]] = ..., hostname: _Optional[str] = ..., log_directory: _Optional[str] = ..., dns_config: _Optional[_Union[DNSConfig, _Mapping]] = ..., labels: _Optional[_Mapping[str, str]] = ..., annotations: _Optional[_Mapping[str, str]] = ..., linux: _Optional[_Union[LinuxPodSandboxConfig, _Mapping]] = ...) -> None: ...
 
 class RunPodSandboxRequest(_message.Message):
     __slots__ = ("config", "runtime_handler")
@@ -236,11 +178,7 @@ class RunPodSandboxRequest(_message.Message):
     RUNTIME_HANDLER_FIELD_NUMBER: _ClassVar[int]
     config: PodSandboxConfig
     runtime_handler: str
-    def __init__(
-        self,
-        config: _Optional[_Union[PodSandboxConfig, _Mapping]] = ...,
-        runtime_handler: _Optional[str] = ...,
-    ) -> None: ...
+    def __init__(self, config: _Optional[_Union[PodSandboxConfig, _Mapping]] = ..., runtime_handler: _Optional[str] = ...) -> None: ...
 
 class RunPodSandboxResponse(_message.Message):
     __slots__ = ("pod_sandbox_id",)
@@ -285,7 +223,6 @@ class PodSandboxStatus(_message.Message):
         key: str
         value: str
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
-
     class AnnotationsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -293,7 +230,6 @@ class PodSandboxStatus(_message.Message):
         key: str
         value: str
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
-
     ID_FIELD_NUMBER: _ClassVar[int]
     METADATA_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -308,16 +244,7 @@ class PodSandboxStatus(_message.Message):
     labels: _containers.ScalarMap[str, str]
     annotations: _containers.ScalarMap[str, str]
     runtime_handler: str
-    def __init__(
-        self,
-        id: _Optional[str] = ...,
-        metadata: _Optional[_Union[PodSandboxMetadata, _Mapping]] = ...,
-        state: _Optional[_Union[PodSandboxState, str]] = ...,
-        created_at: _Optional[int] = ...,
-        labels: _Optional[_Mapping[str, str]] = ...,
-        annotations: _Optional[_Mapping[str, str]] = ...,
-        runtime_handler: _Optional[str] = ...,
-    ) -> None: ...
+    def __init__(self, id: _Optional[str] = ..., metadata: _Optional[_Union[PodSandboxMetadata, _Mapping]] = ..., state: _Optional[_Union[PodSandboxState, str]] = ..., created_at: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., annotations: _Optional[_Mapping[str, str]] = ..., runtime_handler: _Optional[str] = ...) -> None: ...
 
 class PodSandboxStatusResponse(_message.Message):
     __slots__ = ("status", "info")
@@ -328,16 +255,11 @@ class PodSandboxStatusResponse(_message.Message):
         key: str
         value: str
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
-
     STATUS_FIELD_NUMBER: _ClassVar[int]
     INFO_FIELD_NUMBER: _ClassVar[int]
     status: PodSandboxStatus
     info: _containers.ScalarMap[str, str]
-    def __init__(
-        self,
-        status: _Optional[_Union[PodSandboxStatus, _Mapping]] = ...,
-        info: _Optional[_Mapping[str, str]] = ...,
-    ) -> None: ...
+    def __init__(self, status: _Optional[_Union[PodSandboxStatus, _Mapping]] = ..., info: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class PodSandboxStateValue(_message.Message):
     __slots__ = ("state",)
@@ -354,19 +276,13 @@ class PodSandboxFilter(_message.Message):
         key: str
         value: str
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
-
     ID_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     LABEL_SELECTOR_FIELD_NUMBER: _ClassVar[int]
     id: str
     state: PodSandboxStateValue
     label_selector: _containers.ScalarMap[str, str]
-    def __init__(
-        self,
-        id: _Optional[str] = ...,
-        state: _Optional[_Union[PodSandboxStateValue, _Mapping]] = ...,
-        label_selector: _Optional[_Mapping[str, str]] = ...,
-    ) -> None: ...
+    def __init__(self, id: _Optional[str] = ..., state: _Optional[_Union[PodSandboxStateValue, _Mapping]] = ..., label_selector: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class ListPodSandboxRequest(_message.Message):
     __slots__ = ("filter",)
@@ -383,7 +299,6 @@ class PodSandbox(_message.Message):
         key: str
         value: str
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
-
     class AnnotationsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -391,7 +306,6 @@ class PodSandbox(_message.Message):
         key: str
         value: str
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
-
     ID_FIELD_NUMBER: _ClassVar[int]
     METADATA_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -406,16 +320,7 @@ class PodSandbox(_message.Message):
     labels: _containers.ScalarMap[str, str]
     annotations: _containers.ScalarMap[str, str]
     runtime_handler: str
-    def __init__(
-        self,
-        id: _Optional[str] = ...,
-        metadata: _Optional[_Union[PodSandboxMetadata, _Mapping]] = ...,
-        state: _Optional[_Union[PodSandboxState, str]] = ...,
-        created_at: _Optional[int] = ...,
-        labels: _Optional[_Mapping[str, str]] = ...,
-        annotations: _Optional[_Mapping[str, str]] = ...,
-        runtime_handler: _Optional[str] = ...,
-    ) -> None: ...
+    def __init__(self, id: _Optional[str] = ..., metadata: _Optional[_Union[PodSandboxMetadata, _Mapping]] = ..., state: _Optional[_Union[PodSandboxState, str]] = ..., created_at: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., annotations: _Optional[_Mapping[str, str]] = ..., runtime_handler: _Optional[str] = ...) -> None: ...
 
 class ListPodSandboxResponse(_message.Message):
     __slots__ = ("items",)
@@ -432,14 +337,11 @@ class ImageSpec(_message.Message):
         key: str
         value: str
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
-
     IMAGE_FIELD_NUMBER: _ClassVar[int]
     ANNOTATIONS_FIELD_NUMBER: _ClassVar[int]
     image: str
     annotations: _containers.ScalarMap[str, str]
-    def __init__(
-        self, image: _Optional[str] = ..., annotations: _Optional[_Mapping[str, str]] = ...
-    ) -> None: ...
+    def __init__(self, image: _Optional[str] = ..., annotations: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class KeyValue(_message.Message):
     __slots__ = ("key", "value")
@@ -450,18 +352,7 @@ class KeyValue(_message.Message):
     def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
 
 class LinuxContainerResources(_message.Message):
-    __slots__ = (
-        "cpu_period",
-        "cpu_quota",
-        "cpu_shares",
-        "memory_limit_in_bytes",
-        "oom_score_adj",
-        "cpuset_cpus",
-        "cpuset_mems",
-        "hugepage_limits",
-        "unified",
-        "memory_swap_limit_in_bytes",
-    )
+    __slots__ = ("cpu_period", "cpu_quota", "cpu_shares", "memory_limit_in_bytes", "oom_score_adj", "cpuset_cpus", "cpuset_mems", "hugepage_limits", "unified", "memory_swap_limit_in_bytes")
     class UnifiedEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -469,7 +360,6 @@ class LinuxContainerResources(_message.Message):
         key: str
         value: str
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
-
     CPU_PERIOD_FIELD_NUMBER: _ClassVar[int]
     CPU_QUOTA_FIELD_NUMBER: _ClassVar[int]
     CPU_SHARES_FIELD_NUMBER: _ClassVar[int]
@@ -490,19 +380,7 @@ class LinuxContainerResources(_message.Message):
     hugepage_limits: _containers.RepeatedCompositeFieldContainer[HugepageLimit]
     unified: _containers.ScalarMap[str, str]
     memory_swap_limit_in_bytes: int
-    def __init__(
-        self,
-        cpu_period: _Optional[int] = ...,
-        cpu_quota: _Optional[int] = ...,
-        cpu_shares: _Optional[int] = ...,
-        memory_limit_in_bytes: _Optional[int] = ...,
-        oom_score_adj: _Optional[int] = ...,
-        cpuset_cpus: _Optional[str] = ...,
-        cpuset_mems: _Optional[str] = ...,
-        hugepage_limits: _Optional[_Iterable[_Union[HugepageLimit, _Mapping]]] = ...,
-        unified: _Optional[_Mapping[str, str]] = ...,
-        memory_swap_limit_in_bytes: _Optional[int] = ...,
-    ) -> None: ...
+    def __init__(self, cpu_period: _Optional[int] = ..., cpu_quota: _Optional[int] = ..., cpu_shares: _Optional[int] = ..., memory_limit_in_bytes: _Optional[int] = ..., oom_score_adj: _Optional[int] = ..., cpuset_cpus: _Optional[str] = ..., cpuset_mems: _Optional[str] = ..., hugepage_limits: _Optional[_Iterable[_Union[HugepageLimit, _Mapping]]] = ..., unified: _Optional[_Mapping[str, str]] = ..., memory_swap_limit_in_bytes: _Optional[int] = ...) -> None: ...
 
 class HugepageLimit(_message.Message):
     __slots__ = ("page_size", "limit")
@@ -513,16 +391,7 @@ class HugepageLimit(_message.Message):
     def __init__(self, page_size: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
 
 class LinuxContainerSecurityContext(_message.Message):
-    __slots__ = (
-        "privileged",
-        "namespace_options",
-        "run_as_user",
-        "run_as_username",
-        "readonly_rootfs",
-        "supplemental_groups",
-        "no_new_privs",
-        "run_as_group",
-    )
+    __slots__ = ("privileged", "namespace_options", "run_as_user", "run_as_username", "readonly_rootfs", "supplemental_groups", "no_new_privs", "run_as_group")
     PRIVILEGED_FIELD_NUMBER: _ClassVar[int]
     NAMESPACE_OPTIONS_FIELD_NUMBER: _ClassVar[int]
     RUN_AS_USER_FIELD_NUMBER: _ClassVar[int]
@@ -539,17 +408,7 @@ class LinuxContainerSecurityContext(_message.Message):
     supplemental_groups: _containers.RepeatedScalarFieldContainer[int]
     no_new_privs: bool
     run_as_group: Int64Value
-    def __init__(
-        self,
-        privileged: _Optional[bool] = ...,
-        namespace_options: _Optional[_Union[NamespaceOption, _Mapping]] = ...,
-        run_as_user: _Optional[_Union[Int64Value, _Mapping]] = ...,
-        run_as_username: _Optional[str] = ...,
-        readonly_rootfs: _Optional[bool] = ...,
-        supplemental_groups: _Optional[_Iterable[int]] = ...,
-        no_new_privs: _Optional[bool] = ...,
-        run_as_group: _Optional[_Union[Int64Value, _Mapping]] = ...,
-    ) -> None: ...
+    def __init__(self, privileged: _Optional[bool] = ..., namespace_options: _Optional[_Union[NamespaceOption, _Mapping]] = ..., run_as_user: _Optional[_Union[Int64Value, _Mapping]] = ..., run_as_username: _Optional[str] = ..., readonly_rootfs: _Optional[bool] = ..., supplemental_groups: _Optional[_Iterable[int]] = ..., no_new_privs: _Optional[bool] = ..., run_as_group: _Optional[_Union[Int64Value, _Mapping]] = ...) -> None: ...
 
 class LinuxContainerConfig(_message.Message):
     __slots__ = ("resources", "security_context")
@@ -557,11 +416,7 @@ class LinuxContainerConfig(_message.Message):
     SECURITY_CONTEXT_FIELD_NUMBER: _ClassVar[int]
     resources: LinuxContainerResources
     security_context: LinuxContainerSecurityContext
-    def __init__(
-        self,
-        resources: _Optional[_Union[LinuxContainerResources, _Mapping]] = ...,
-        security_context: _Optional[_Union[LinuxContainerSecurityContext, _Mapping]] = ...,
-    ) -> None: ...
+    def __init__(self, resources: _Optional[_Union[LinuxContainerResources, _Mapping]] = ..., security_context: _Optional[_Union[LinuxContainerSecurityContext, _Mapping]] = ...) -> None: ...
 
 class ContainerMetadata(_message.Message):
     __slots__ = ("name", "attempt")
@@ -583,14 +438,7 @@ class Mount(_message.Message):
     readonly: bool
     selinux_relabel: bool
     propagation: MountPropagation
-    def __init__(
-        self,
-        container_path: _Optional[str] = ...,
-        host_path: _Optional[str] = ...,
-        readonly: _Optional[bool] = ...,
-        selinux_relabel: _Optional[bool] = ...,
-        propagation: _Optional[_Union[MountPropagation, str]] = ...,
-    ) -> None: ...
+    def __init__(self, container_path: _Optional[str] = ..., host_path: _Optional[str] = ..., readonly: _Optional[bool] = ..., selinux_relabel: _Optional[bool] = ..., propagation: _Optional[_Union[MountPropagation, str]] = ...) -> None: ...
 
 class Device(_message.Message):
     __slots__ = ("container_path", "host_path", "permissions")
@@ -600,31 +448,10 @@ class Device(_message.Message):
     container_path: str
     host_path: str
     permissions: str
-    def __init__(
-        self,
-        container_path: _Optional[str] = ...,
-        host_path: _Optional[str] = ...,
-        permissions: _Optional[str] = ...,
-    ) -> None: ...
+    def __init__(self, container_path: _Optional[str] = ..., host_path: _Optional[str] = ..., permissions: _Optional[str] = ...) -> None: ...
 
 class ContainerConfig(_message.Message):
-    __slots__ = (
-        "metadata",
-        "image",
-        "command",
-        "args",
-        "working_dir",
-        "envs",
-        "mounts",
-        "devices",
-        "labels",
-        "annotations",
-        "log_path",
-        "stdin",
-        "stdin_once",
-        "tty",
-        "linux",
-    )
+    __slots__ = ("metadata", "image", "command", "args", "working_dir", "envs", "mounts", "devices", "labels", "annotations", "log_path", "stdin", "stdin_once", "tty", "linux")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -632,7 +459,6 @@ class ContainerConfig(_message.Message):
         key: str
         value: str
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
-
     class AnnotationsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -640,7 +466,6 @@ class ContainerConfig(_message.Message):
         key: str
         value: str
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
-
     METADATA_FIELD_NUMBER: _ClassVar[int]
     IMAGE_FIELD_NUMBER: _ClassVar[int]
     COMMAND_FIELD_NUMBER: _ClassVar[int]
@@ -671,24 +496,7 @@ class ContainerConfig(_message.Message):
     stdin_once: bool
     tty: bool
     linux: LinuxContainerConfig
-    def __init__(
-        self,
-        metadata: _Optional[_Union[ContainerMetadata, _Mapping]] = ...,
-        image: _Optional[_Union[ImageSpec, _Mapping]] = ...,
-        command: _Optional[_Iterable[str]] = ...,
-        args: _Optional[_Iterable[str]] = ...,
-        working_dir: _Optional[str] = ...,
-        envs: _Optional[_Iterable[_Union[KeyValue, _Mapping]]] = ...,
-        mounts: _Optional[_Iterable[_Union[Mount, _Mapping]]] = ...,
-        devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ...,
-        labels: _Optional[_Mapping[str, str]] = ...,
-        annotations: _Optional[_Mapping[str, str]] = ...,
-        log_path: _Optional[str] = ...,
-        stdin: _Optional[bool] = ...,
-        stdin_once: _Optional[bool] = ...,
-        tty: _Optional[bool] = ...,
-        linux: _Optional[_Union[LinuxContainerConfig, _Mapping]] = ...,
-    ) -> None: ...
+    def __init__(self, metadata: _Optional[_Union[ContainerMetadata, _Mapping]] = ..., image: _Optional[_Union[ImageSpec, _Mapping]] = ..., command: _Optional[_Iterable[str]] = ..., args: _Optional[_Iterable[str]] = ..., working_dir: _Optional[str] = ..., envs: _Optional[_Iterable[_Union[KeyValue, _Mapping]]] = ..., mounts: _Optional[_Iterable[_Union[Mount, _Mapping]]] = ..., devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ..., labels: _Optional[_Mapping[str, str]] = ..., annotations: _Optional[_Mapping[str, str]] = ..., log_path: _Optional[str] = ..., stdin: _Optional[bool] = ..., stdin_once: _Optional[bool] = ..., tty: _Optional[bool] = ..., linux: _Optional[_Union[LinuxContainerConfig, _Mapping]] = ...) -> None: ...
 
 class CreateContainerRequest(_message.Message):
     __slots__ = ("pod_sandbox_id", "config", "sandbox_config")
@@ -698,12 +506,7 @@ class CreateContainerRequest(_message.Message):
     pod_sandbox_id: str
     config: ContainerConfig
     sandbox_config: PodSandboxConfig
-    def __init__(
-        self,
-        pod_sandbox_id: _Optional[str] = ...,
-        config: _Optional[_Union[ContainerConfig, _Mapping]] = ...,
-        sandbox_config: _Optional[_Union[PodSandboxConfig, _Mapping]] = ...,
-    ) -> None: ...
+    def __init__(self, pod_sandbox_id: _Optional[str] = ..., config: _Optional[_Union[ContainerConfig, _Mapping]] = ..., sandbox_config: _Optional[_Union[PodSandboxConfig, _Mapping]] = ...) -> None: ...
 
 class CreateContainerResponse(_message.Message):
     __slots__ = ("container_id",)
@@ -758,7 +561,6 @@ class ContainerFilter(_message.Message):
         key: str
         value: str
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
-
     ID_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     POD_SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
@@ -767,13 +569,7 @@ class ContainerFilter(_message.Message):
     state: ContainerStateValue
     pod_sandbox_id: str
     label_selector: _containers.ScalarMap[str, str]
-    def __init__(
-        self,
-        id: _Optional[str] = ...,
-        state: _Optional[_Union[ContainerStateValue, _Mapping]] = ...,
-        pod_sandbox_id: _Optional[str] = ...,
-        label_selector: _Optional[_Mapping[str, str]] = ...,
-    ) -> None: ...
+    def __init__(self, id: _Optional[str] = ..., state: _Optional[_Union[ContainerStateValue, _Mapping]] = ..., pod_sandbox_id: _Optional[str] = ..., label_selector: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class ListContainersRequest(_message.Message):
     __slots__ = ("filter",)
@@ -782,17 +578,7 @@ class ListContainersRequest(_message.Message):
     def __init__(self, filter: _Optional[_Union[ContainerFilter, _Mapping]] = ...) -> None: ...
 
 class Container(_message.Message):
-    __slots__ = (
-        "id",
-        "pod_sandbox_id",
-        "metadata",
-        "image",
-        "image_ref",
-        "state",
-        "created_at",
-        "labels",
-        "annotations",
-    )
+    __slots__ = ("id", "pod_sandbox_id", "metadata", "image", "image_ref", "state", "created_at", "labels", "annotations")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -800,7 +586,6 @@ class Container(_message.Message):
         key: str
         value: str
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
-
     class AnnotationsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -808,7 +593,6 @@ class Container(_message.Message):
         key: str
         value: str
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
-
     ID_FIELD_NUMBER: _ClassVar[int]
     POD_SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
     METADATA_FIELD_NUMBER: _ClassVar[int]
@@ -827,18 +611,7 @@ class Container(_message.Message):
     created_at: int
     labels: _containers.ScalarMap[str, str]
     annotations: _containers.ScalarMap[str, str]
-    def __init__(
-        self,
-        id: _Optional[str] = ...,
-        pod_sandbox_id: _Optional[str] = ...,
-        metadata: _Optional[_Union[ContainerMetadata, _Mapping]] = ...,
-        image: _Optional[_Union[ImageSpec, _Mapping]] = ...,
-        image_ref: _Optional[str] = ...,
-        state: _Optional[_Union[ContainerState, str]] = ...,
-        created_at: _Optional[int] = ...,
-        labels: _Optional[_Mapping[str, str]] = ...,
-        annotations: _Optional[_Mapping[str, str]] = ...,
-    ) -> None: ...
+    def __init__(self, id: _Optional[str] = ..., pod_sandbox_id: _Optional[str] = ..., metadata: _Optional[_Union[ContainerMetadata, _Mapping]] = ..., image: _Optional[_Union[ImageSpec, _Mapping]] = ..., image_ref: _Optional[str] = ..., state: _Optional[_Union[ContainerState, str]] = ..., created_at: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., annotations: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class ListContainersResponse(_message.Message):
     __slots__ = ("containers",)
@@ -861,24 +634,7 @@ class ContainerResources(_message.Message):
     def __init__(self, linux: _Optional[_Union[LinuxContainerResources, _Mapping]] = ...) -> None: ...
 
 class ContainerStatus(_message.Message):
-    __slots__ = (
-        "id",
-        "metadata",
-        "state",
-        "created_at",
-        "started_at",
-        "finished_at",
-        "exit_code",
-        "image",
-        "image_ref",
-        "reason",
-        "message",
-        "labels",
-        "annotations",
-        "mounts",
-        "log_path",
-        "resources",
-    )
+    __slots__ = ("id", "metadata", "state", "created_at", "started_at", "finished_at", "exit_code", "image", "image_ref", "reason", "message", "labels", "annotations", "mounts", "log_path", "resources")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -886,7 +642,6 @@ class ContainerStatus(_message.Message):
         key: str
         value: str
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
-
     class AnnotationsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -894,7 +649,6 @@ class ContainerStatus(_message.Message):
         key: str
         value: str
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
-
     ID_FIELD_NUMBER: _ClassVar[int]
     METADATA_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -927,25 +681,7 @@ class ContainerStatus(_message.Message):
     mounts: _containers.RepeatedCompositeFieldContainer[Mount]
     log_path: str
     resources: ContainerResources
-    def __init__(
-        self,
-        id: _Optional[str] = ...,
-        metadata: _Optional[_Union[ContainerMetadata, _Mapping]] = ...,
-        state: _Optional[_Union[ContainerState, str]] = ...,
-        created_at: _Optional[int] = ...,
-        started_at: _Optional[int] = ...,
-        finished_at: _Optional[int] = ...,
-        exit_code: _Optional[int] = ...,
-        image: _Optional[_Union[ImageSpec, _Mapping]] = ...,
-        image_ref: _Optional[str] = ...,
-        reason: _Optional[str] = ...,
-        message: _Optional[str] = ...,
-        labels: _Optional[_Mapping[str, str]] = ...,
-        annotations: _Optional[_Mapping[str, str]] = ...,
-        mounts: _Optional[_Iterable[_Union[Mount, _Mapping]]] = ...,
-        log_path: _Optional[str] = ...,
-        resources: _Optional[_Union[ContainerResources, _Mapping]] = ...,
-    ) -> None: ...
+    def __init__(self, id: _Optional[str] = ..., metadata: _Optional[_Union[ContainerMetadata, _Mapping]] = ..., state: _Optional[_Union[ContainerState, str]] = ..., created_at: _Optional[int] = ..., started_at: _Optional[int] = ..., finished_at: _Optional[int] = ..., exit_code: _Optional[int] = ..., image: _Optional[_Union[ImageSpec, _Mapping]] = ..., image_ref: _Optional[str] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., annotations: _Optional[_Mapping[str, str]] = ..., mounts: _Optional[_Iterable[_Union[Mount, _Mapping]]] = ..., log_path: _Optional[str] = ..., resources: _Optional[_Union[ContainerResources, _Mapping]] = ...) -> None: ...
 
 class ContainerStatusResponse(_message.Message):
     __slots__ = ("status", "info")
@@ -956,16 +692,11 @@ class ContainerStatusResponse(_message.Message):
         key: str
         value: str
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
-
     STATUS_FIELD_NUMBER: _ClassVar[int]
     INFO_FIELD_NUMBER: _ClassVar[int]
     status: ContainerStatus
     info: _containers.ScalarMap[str, str]
-    def __init__(
-        self,
-        status: _Optional[_Union[ContainerStatus, _Mapping]] = ...,
-        info: _Optional[_Mapping[str, str]] = ...,
-    ) -> None: ...
+    def __init__(self, status: _Optional[_Union[ContainerStatus, _Mapping]] = ..., info: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class UpdateContainerResourcesRequest(_message.Message):
     __slots__ = ("container_id", "linux", "annotations")
@@ -976,19 +707,13 @@ class UpdateContainerResourcesRequest(_message.Message):
         key: str
         value: str
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
-
     CONTAINER_ID_FIELD_NUMBER: _ClassVar[int]
     LINUX_FIELD_NUMBER: _ClassVar[int]
     ANNOTATIONS_FIELD_NUMBER: _ClassVar[int]
     container_id: str
     linux: LinuxContainerResources
     annotations: _containers.ScalarMap[str, str]
-    def __init__(
-        self,
-        container_id: _Optional[str] = ...,
-        linux: _Optional[_Union[LinuxContainerResources, _Mapping]] = ...,
-        annotations: _Optional[_Mapping[str, str]] = ...,
-    ) -> None: ...
+    def __init__(self, container_id: _Optional[str] = ..., linux: _Optional[_Union[LinuxContainerResources, _Mapping]] = ..., annotations: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class UpdateContainerResourcesResponse(_message.Message):
     __slots__ = ()
@@ -1010,21 +735,13 @@ class RuntimeCondition(_message.Message):
     status: bool
     reason: str
     message: str
-    def __init__(
-        self,
-        type: _Optional[str] = ...,
-        status: _Optional[bool] = ...,
-        reason: _Optional[str] = ...,
-        message: _Optional[str] = ...,
-    ) -> None: ...
+    def __init__(self, type: _Optional[str] = ..., status: _Optional[bool] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
 
 class RuntimeStatus(_message.Message):
     __slots__ = ("conditions",)
     CONDITIONS_FIELD_NUMBER: _ClassVar[int]
     conditions: _containers.RepeatedCompositeFieldContainer[RuntimeCondition]
-    def __init__(
-        self, conditions: _Optional[_Iterable[_Union[RuntimeCondition, _Mapping]]] = ...
-    ) -> None: ...
+    def __init__(self, conditions: _Optional[_Iterable[_Union[RuntimeCondition, _Mapping]]] = ...) -> None: ...
 
 class StatusResponse(_message.Message):
     __slots__ = ("status", "info")
@@ -1035,16 +752,11 @@ class StatusResponse(_message.Message):
         key: str
         value: str
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
-
     STATUS_FIELD_NUMBER: _ClassVar[int]
     INFO_FIELD_NUMBER: _ClassVar[int]
     status: RuntimeStatus
     info: _containers.ScalarMap[str, str]
-    def __init__(
-        self,
-        status: _Optional[_Union[RuntimeStatus, _Mapping]] = ...,
-        info: _Optional[_Mapping[str, str]] = ...,
-    ) -> None: ...
+    def __init__(self, status: _Optional[_Union[RuntimeStatus, _Mapping]] = ..., info: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class Image(_message.Message):
     __slots__ = ("id", "repo_tags", "repo_digests", "size", "uid", "username", "spec", "pinned")
@@ -1064,17 +776,7 @@ class Image(_message.Message):
     username: str
     spec: ImageSpec
     pinned: bool
-    def __init__(
-        self,
-        id: _Optional[str] = ...,
-        repo_tags: _Optional[_Iterable[str]] = ...,
-        repo_digests: _Optional[_Iterable[str]] = ...,
-        size: _Optional[int] = ...,
-        uid: _Optional[_Union[Int64Value, _Mapping]] = ...,
-        username: _Optional[str] = ...,
-        spec: _Optional[_Union[ImageSpec, _Mapping]] = ...,
-        pinned: _Optional[bool] = ...,
-    ) -> None: ...
+    def __init__(self, id: _Optional[str] = ..., repo_tags: _Optional[_Iterable[str]] = ..., repo_digests: _Optional[_Iterable[str]] = ..., size: _Optional[int] = ..., uid: _Optional[_Union[Int64Value, _Mapping]] = ..., username: _Optional[str] = ..., spec: _Optional[_Union[ImageSpec, _Mapping]] = ..., pinned: _Optional[bool] = ...) -> None: ...
 
 class ImageFilter(_message.Message):
     __slots__ = ("image",)
@@ -1100,9 +802,7 @@ class ImageStatusRequest(_message.Message):
     VERBOSE_FIELD_NUMBER: _ClassVar[int]
     image: ImageSpec
     verbose: bool
-    def __init__(
-        self, image: _Optional[_Union[ImageSpec, _Mapping]] = ..., verbose: _Optional[bool] = ...
-    ) -> None: ...
+    def __init__(self, image: _Optional[_Union[ImageSpec, _Mapping]] = ..., verbose: _Optional[bool] = ...) -> None: ...
 
 class ImageStatusResponse(_message.Message):
     __slots__ = ("image", "info")
@@ -1113,14 +813,11 @@ class ImageStatusResponse(_message.Message):
         key: str
         value: str
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
-
     IMAGE_FIELD_NUMBER: _ClassVar[int]
     INFO_FIELD_NUMBER: _ClassVar[int]
     image: Image
     info: _containers.ScalarMap[str, str]
-    def __init__(
-        self, image: _Optional[_Union[Image, _Mapping]] = ..., info: _Optional[_Mapping[str, str]] = ...
-    ) -> None: ...
+    def __init__(self, image: _Optional[_Union[Image, _Mapping]] = ..., info: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class RemoveImageRequest(_message.Message):
     __slots__ = ("image",)
