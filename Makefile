@@ -7,7 +7,7 @@ LIBS := $(sort $(wildcard libs/*/pyproject.toml))
 NATIVE := $(wildcard native/pyproject.toml)
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test e2e lint types imports pytest bench install clean
+.PHONY: demo test e2e lint types imports pytest bench install clean protos
 
 install: $(STAMP)
 
@@ -66,6 +66,15 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.elasticquota
 	$(BIN)/python bench/deviceshare.py
 	$(BIN)/python -m bench.manager
+	$(BIN)/python bench/runtime_proxy.py
+
+# Regenerate the committed gRPC modules of the runtime hook API (RuntimeHookService) from its .proto.
+HOOK_PROTO := koord_framework/koordlet/runtimehooks/proto/api.proto
+# And the CRI runtime.v1 subset koord runtime-proxy decodes (messages only: it forwards with generic handlers).
+CRI_PROTO := koord_framework/runtimeproxy/proto/api.proto
+protos: $(STAMP)
+	$(BIN)/python -m grpc_tools.protoc -I . --python_out=. --pyi_out=. --grpc_python_out=. $(HOOK_PROTO)
+	$(BIN)/python -m grpc_tools.protoc -I . --python_out=. --pyi_out=. $(CRI_PROTO)
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info plugins/*/build plugins/*/src/*.egg-info libs/*/build libs/*/src/*.egg-info

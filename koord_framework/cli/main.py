@@ -33,6 +33,7 @@ COMMAND_MODULES: list[str] = [
     "koord_framework.cli.serve",
     "koord_framework.cli.devicedaemon",
     "koord_framework.cli.manager",
+    "koord_framework.cli.runtimeproxy",
 ]
 """Modules that register a subcommand, in the order ``koord --help`` lists them."""
 PLUGIN_COMMANDS_GROUP = "koord.cli.commands"

@@ -19,3 +19,5 @@ if [ ${#need[@]} -gt 0 ]; then
   # start their own etcd on loopback, so there is nothing to stop here.
 fi
 etcd --version | head -1
+# containerd, runc and busybox-static for the runtime-proxy e2e (tests/e2e/test_runtime_proxy.py).
+bash "$(dirname "$0")/setup_containerd.sh"
