@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from koord_framework.cluster.clock import Clock, VirtualClock, format_time
+from koord_framework.cluster.events import EventRecorder, MemoryEventWriter
 from koord_framework.cluster.disruption import DisruptionStatus, disruption_status, eviction_refusal
 from koord_framework.cluster.kinds import KIND_DISTRIBUTIONS, KINDS, KindInfo, KindRegistry, unknown_kind
 from koord_framework.cluster.merge_patch import copy_json, copy_object, merge_patch_shared
@@ -168,6 +169,12 @@ class MemoryCluster(ClusterPort):
         self._delivering = False
         self.evictions: list[EvictionRecord] = []
         self.events: list[EventRecord] = []
+        """Every event components asked to record, in order (before correlation)."""
+        self.event_store = MemoryEventWriter()
+        """The Events as an API server would hold them: correlated, deduplicated, spam-filtered."""
+        self.event_recorder = EventRecorder(
+            self.event_store, component="koord", clock=self.clock, kinds=self.kinds
+        )
         self.bind_count = 0
         self.write_count = 0
         self._stamp_second: int | None = None
@@ -443,7 +450,7 @@ class MemoryCluster(ClusterPort):
             )
             if not dry_run:
                 self._delete_locked(info, pod)
-                self.events.append(
+                self.record_event(
                     EventRecord(
                         kind="Pod",
                         namespace=ns,
@@ -452,7 +459,8 @@ class MemoryCluster(ClusterPort):
                         message=f"evicted from node {node or '<none>'} by {requested_by}: {reason}",
                         component=requested_by,
                         time=now,
-                        extra={"node": node, "evictionReason": reason},
+                        extra={"node": node, "evictionReason": reason, "uid": record.uid},
+                        action="Evicting",
                     )
                 )
             self.evictions.append(record)
@@ -461,6 +469,7 @@ class MemoryCluster(ClusterPort):
     def record_event(self, event: EventRecord) -> None:
         with self._lock:
             self.events.append(event)
+            self.event_recorder.record(event)
 
     # --- PodDisruptionBudget status, for tests and the simulator ------------------------------------
     def disruption_status(self, namespace: str, name: str) -> DisruptionStatus:
