@@ -353,7 +353,7 @@ class MemoryEventWriter:
     """Events kept in memory by namespace and name (the embedded cluster's; bounded like an API server's
     event TTL would bound them, oldest first)."""
 
-    def __init__(self, limit: int = 100_000) -> None:
+    def __init__(self, limit: int = 10_000) -> None:
         self.limit = limit
         self._events: OrderedDict[tuple[str, str], Obj] = OrderedDict()
         self._version = 0
@@ -485,7 +485,7 @@ class EventRecorder:
         now = record.time or self.clock.now()
         message = record.message
         if len(message) > NOTE_LENGTH_LIMIT:
-            message = message[: NOTE_LENGTH_LIMIT - 3] + "..."
+            message = message[: NOTE_LENGTH_LIMIT - 4] + " ..."  # as kube-scheduler's truncateMessage
         return Event(
             namespace=namespace,
             involved=involved,

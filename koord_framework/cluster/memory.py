@@ -139,6 +139,23 @@ def _without_status_and_meta(obj: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in obj.items() if k not in ("metadata", "status")}
 
 
+EVENT_RECORD_LIMIT = 20_000
+"""Event records the embedded cluster keeps (a scheduler records one per bound pod)."""
+
+
+class _RecentLog(list[EventRecord]):
+    """A list that forgets its older half when it grows past ``limit`` (amortised O(1) appends)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__()
+        self.limit = limit
+
+    def append(self, item: EventRecord) -> None:
+        super().append(item)
+        if len(self) > self.limit:
+            del self[: len(self) - self.limit // 2]
+
+
 class MemoryCluster(ClusterPort):
     """The embedded cluster. Thread-safe: one re-entrant lock guards the store."""
 
@@ -168,8 +185,8 @@ class MemoryCluster(ClusterPort):
         self._pending: deque[tuple[WatchEvent, _Subscription | None]] = deque()
         self._delivering = False
         self.evictions: list[EvictionRecord] = []
-        self.events: list[EventRecord] = []
-        """Every event components asked to record, in order (before correlation)."""
+        self.events: list[EventRecord] = _RecentLog(EVENT_RECORD_LIMIT)
+        """The latest events components asked to record, in order (before correlation)."""
         self.event_store = MemoryEventWriter()
         """The Events as an API server would hold them: correlated, deduplicated, spam-filtered."""
         self.event_recorder = EventRecorder(

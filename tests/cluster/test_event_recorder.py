@@ -219,7 +219,7 @@ def test_long_messages_are_cut_to_the_api_servers_limit() -> None:
     recorder, store = _recorder(clock)
     recorder.record(_pod_event("x" * 2000))
     [event] = store.list("ns")
-    assert len(event["message"]) == 1024 and event["message"].endswith("...")
+    assert len(event["message"]) == 1024 and event["message"].endswith(" ...")
 
 
 def test_the_embedded_cluster_correlates_what_components_record() -> None:
