@@ -179,25 +179,33 @@ class Diagnosis:
         if self.pre_filter_msg:
             msg += f" {self.pre_filter_msg}."
         else:
-            counts: dict[str, int] = {}
-            per_status = (
-                self.statuses.counts()
-                if isinstance(self.statuses, RowStatuses)
-                else [(s, 1) for s in self.statuses.values()]
-            )
-            for s, n in per_status:
-                for reason in s.reasons:
-                    counts[reason] = counts.get(reason, 0) + n
-            missing = self.num_all_nodes - len(self.statuses)
-            if missing > 0 and self.absent is not None:
-                for reason in self.absent.reasons:
-                    counts[reason] = counts.get(reason, 0) + missing
-            histogram = sorted(f"{n} {reason}" for reason, n in counts.items())
+            histogram = self._histogram()
             if histogram:
                 msg += f" {', '.join(histogram)}."
         if self.post_filter_msg:
             msg += f" {self.post_filter_msg}."
         return msg
+
+    def message_v1_20(self) -> str:
+        """kube-scheduler v1.20's ``FitError.Error()``, what its Events and PodScheduled condition say:
+        the sorted reason counts only (a PreFilter rejection counted once per node, no preemption part)."""
+        return f"0/{self.num_all_nodes} nodes are available: {', '.join(self._histogram())}."
+
+    def _histogram(self) -> list[str]:
+        counts: dict[str, int] = {}
+        per_status = (
+            self.statuses.counts()
+            if isinstance(self.statuses, RowStatuses)
+            else [(s, 1) for s in self.statuses.values()]
+        )
+        for s, n in per_status:
+            for reason in s.reasons:
+                counts[reason] = counts.get(reason, 0) + n
+        missing = self.num_all_nodes - len(self.statuses)
+        if missing > 0 and self.absent is not None:
+            for reason in self.absent.reasons:
+                counts[reason] = counts.get(reason, 0) + missing
+        return sorted(f"{n} {reason}" for reason, n in counts.items())
 
 
 class NodeToStatus(NodeToStatusReader):
@@ -925,7 +933,10 @@ class Scheduler:
         # then finds the pod parked. v1.20 reports every failure of the scheduling algorithm as
         # Unschedulable, and failures after a node was chosen (assume, Reserve, an erroring Permit) as
         # SchedulerError.
-        self._report_failure(fw, pod, reason, s.message or s.code.label)
+        message = s.message or s.code.label
+        if result.diagnosis is not None and reason == REASON_UNSCHEDULABLE:
+            message = result.diagnosis.message_v1_20()
+        self._report_failure(fw, pod, reason, message)
         label = "error" if s.is_error else "unschedulable"
         self.metrics.observe_attempt(label, fw.profile_name, perf_counter() - started)
         if self.record_outcomes:

@@ -36,6 +36,8 @@ CONNECTION_MARKERS = (
     "Read timed out",
     "EOF occurred",
     "Failed to establish a new connection",
+    "Response ended prematurely",
+    "IncompleteRead",
 )
 """Texts of the errors a request gets when the server does not answer at all."""
 

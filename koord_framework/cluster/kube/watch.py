@@ -190,7 +190,8 @@ class KindWatcher:
             except ExpiredError as err:
                 if self._stop.is_set():
                     break
-                log.info("watch %s: %s; relisting", self.resource.plural, err)
+                # Routine (every kind after an API server restart): client-go's reflector says it at V(4).
+                log.debug("watch %s: %s; relisting", self.resource.plural, err)
                 try:
                     self.relist()
                     self.backoff.reset()
