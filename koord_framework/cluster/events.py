@@ -49,9 +49,11 @@ from koord_framework.errors import ClusterError, NotFoundError
 
 __all__ = [
     "AGGREGATE_MAX_EVENTS",
+    "BAD_ANNOTATIONS",
     "AGGREGATE_MAX_INTERVAL",
     "COMBINED_PREFIX",
     "MAX_QUEUED_EVENTS",
+    "BadAnnotations",
     "SPAM_BURST",
     "SPAM_QPS",
     "CorrelatedEvent",
@@ -588,3 +590,31 @@ class EventRecorder:
         if isinstance(count, int) and count > 0:
             event.count = count
         self.correlator.update_state(result.key, event)
+
+
+class BadAnnotations:
+    """Says once per pod (and value) that an annotation is malformed, naming the object and the field.
+
+    A malformed annotation fails the pod's every scheduling attempt (or is skipped by every reconcile
+    loop); logging each time would flood the log, logging never leaves no trace. The memory is an LRU of
+    ``size`` (uid, annotation, value) keys, so a corrected and re-broken value is said again.
+    """
+
+    def __init__(self, logger: logging.Logger | None = None, size: int = MAX_LRU_CACHE_ENTRIES) -> None:
+        self.log = logger if logger is not None else log
+        self._seen = _LRU(size)
+        self._lock = threading.Lock()
+
+    def report(self, kind: str, key: str, uid: str, annotation: str, value: str, error: object) -> bool:
+        """Log ``<kind> <key>: annotation <annotation>: <error>`` unless already said; True when logged."""
+        seen_key = "\x00".join((uid or key, annotation, value))
+        with self._lock:
+            if self._seen.get(seen_key) is not None:
+                return False
+            self._seen.add(seen_key, True)
+        self.log.warning("%s %s: malformed annotation %s: %s", kind, key, annotation, error)
+        return True
+
+
+BAD_ANNOTATIONS = BadAnnotations()
+"""The process's one memory of malformed annotations already logged (plugins share it)."""
