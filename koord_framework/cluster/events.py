@@ -496,7 +496,7 @@ class EventRecorder:
             type=record.type,
             component=component,
             instance=instance,
-            action=record.action,
+            action=record.action or str(record.extra.get("action") or ""),
             timestamp=now,
             name=_event_name(record.name),
             first_timestamp=now,
@@ -606,13 +606,18 @@ class BadAnnotations:
         self._lock = threading.Lock()
 
     def report(self, kind: str, key: str, uid: str, annotation: str, value: str, error: object) -> bool:
-        """Log ``<kind> <key>: annotation <annotation>: <error>`` unless already said; True when logged."""
-        seen_key = "\x00".join((uid or key, annotation, value))
+        """Log ``<kind> <key>: malformed annotation <annotation>: <error>`` unless already said; True when
+        logged."""
+        return self.once(uid or key, annotation, value, f"{kind} {key}: malformed annotation {annotation}: {error}")
+
+    def once(self, uid: str, annotation: str, value: str, message: str) -> bool:
+        """Log ``message`` (which names object and field) once per (uid, annotation, value)."""
+        seen_key = "\x00".join((uid, annotation, value))
         with self._lock:
             if self._seen.get(seen_key) is not None:
                 return False
             self._seen.add(seen_key, True)
-        self.log.warning("%s %s: malformed annotation %s: %s", kind, key, annotation, error)
+        self.log.warning("%s", message)
         return True
 
 
