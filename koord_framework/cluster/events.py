@@ -30,6 +30,7 @@ correlator bump ``count``/``lastTimestamp`` of an existing Event, which ``events
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import queue
@@ -49,13 +50,13 @@ from koord_framework.errors import ClusterError, NotFoundError
 
 __all__ = [
     "AGGREGATE_MAX_EVENTS",
-    "BAD_ANNOTATIONS",
     "AGGREGATE_MAX_INTERVAL",
+    "BAD_ANNOTATIONS",
     "COMBINED_PREFIX",
     "MAX_QUEUED_EVENTS",
-    "BadAnnotations",
     "SPAM_BURST",
     "SPAM_QPS",
+    "BadAnnotations",
     "CorrelatedEvent",
     "Event",
     "EventCorrelator",
@@ -148,7 +149,11 @@ class Event:
 
     def patch(self) -> Obj:
         """The merge patch client-go sends for a repeated event: the count, the last time, the message."""
-        return {"count": self.count, "lastTimestamp": format_time(self.last_timestamp), "message": self.message}
+        return {
+            "count": self.count,
+            "lastTimestamp": format_time(self.last_timestamp),
+            "message": self.message,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -377,7 +382,11 @@ class MemoryEventWriter:
             if current is None:
                 raise NotFoundError(f"events {namespace}/{name}: not found")
             self._version += 1
-            stored = {**current, **patch, "metadata": {**current["metadata"], "resourceVersion": str(self._version)}}
+            stored = {
+                **current,
+                **patch,
+                "metadata": {**current["metadata"], "resourceVersion": str(self._version)},
+            }
             self._events[(namespace, name)] = stored
             return stored
 
@@ -519,10 +528,8 @@ class EventRecorder:
         with self._lock:
             thread, self._thread = self._thread, None
         if thread is not None:
-            try:
+            with contextlib.suppress(queue.Full):
                 self._queue.put_nowait(None)
-            except queue.Full:
-                pass
             thread.join(timeout)
 
     # --- the sender ------------------------------------------------------------------------------------
@@ -562,9 +569,11 @@ class EventRecorder:
                 tries += 1
                 if not self.retryable(err) or tries >= self.max_tries or self._closing.is_set():
                     self.stats.failed += 1
-                    log.debug("event %s for %s not written: %s", event.reason, event.involved.get("name"), err)
+                    log.debug(
+                        "event %s for %s not written: %s", event.reason, event.involved.get("name"), err
+                    )
                     return
-                sleep = self.retry_sleep * (random.random() if tries == 1 else 1.0)  # noqa: S311
+                sleep = self.retry_sleep * (random.random() if tries == 1 else 1.0)
                 if self._closing.wait(sleep):
                     self.stats.failed += 1
                     return
@@ -608,7 +617,9 @@ class BadAnnotations:
     def report(self, kind: str, key: str, uid: str, annotation: str, value: str, error: object) -> bool:
         """Log ``<kind> <key>: malformed annotation <annotation>: <error>`` unless already said; True when
         logged."""
-        return self.once(uid or key, annotation, value, f"{kind} {key}: malformed annotation {annotation}: {error}")
+        return self.once(
+            uid or key, annotation, value, f"{kind} {key}: malformed annotation {annotation}: {error}"
+        )
 
     def once(self, uid: str, annotation: str, value: str, message: str) -> bool:
         """Log ``message`` (which names object and field) once per (uid, annotation, value)."""

@@ -45,8 +45,8 @@ from pathlib import Path
 from typing import Any
 
 from koord_framework.cluster.clock import Clock, VirtualClock, format_time
-from koord_framework.cluster.events import EventRecorder, MemoryEventWriter
 from koord_framework.cluster.disruption import DisruptionStatus, disruption_status, eviction_refusal
+from koord_framework.cluster.events import EventRecorder, MemoryEventWriter
 from koord_framework.cluster.kinds import KIND_DISTRIBUTIONS, KINDS, KindInfo, KindRegistry, unknown_kind
 from koord_framework.cluster.merge_patch import copy_json, copy_object, merge_patch_shared
 from koord_framework.cluster.port import (

@@ -156,9 +156,12 @@ class FailureReporter:
         if status.get("nodeName"):
             return  # placed meanwhile
         for cond in status.get("conditions") or ():
-            if isinstance(cond, Mapping) and cond.get("type") == RESERVATION_SCHEDULED:
-                if cond.get("status") == "True":
-                    return  # SetReservationUnschedulable keeps a Scheduled=True condition
+            if (
+                isinstance(cond, Mapping)
+                and cond.get("type") == RESERVATION_SCHEDULED
+                and cond.get("status") == "True"
+            ):
+                return  # SetReservationUnschedulable keeps a Scheduled=True condition
         conditions = condition_update(
             status.get("conditions"),
             RESERVATION_SCHEDULED,

@@ -54,7 +54,6 @@ from koord_framework.scheduler.framework import (
 )
 from koord_framework.scheduler.frameworkext import ReservePodQueue, is_reserve_pod, reservation_name_of
 from koord_framework.scheduler.handle import SchedulerHandle
-from koord_framework.scheduler.reporting import REASON_SCHEDULER_ERROR, REASON_UNSCHEDULABLE, FailureReporter
 from koord_framework.scheduler.interface import (
     BackgroundController,
     ClusterEvent,
@@ -67,6 +66,7 @@ from koord_framework.scheduler.interface import (
 from koord_framework.scheduler.metrics import SchedulerMetrics
 from koord_framework.scheduler.nodeinfo import NodeInfo
 from koord_framework.scheduler.queue import SchedulingQueue
+from koord_framework.scheduler.reporting import REASON_SCHEDULER_ERROR, REASON_UNSCHEDULABLE, FailureReporter
 from koord_framework.scheduler.status import SUCCESS, Code, Status
 from koord_framework.scheduler.table import Int64Array
 
@@ -959,9 +959,7 @@ class Scheduler:
     def _report_failure(self, fw: Framework, pod: PodInfo, reason: str, message: str) -> None:
         try:
             if is_reserve_pod(pod):
-                self.reporter.reservation_failed(
-                    fw.profile_name, reservation_name_of(pod), pod.uid, message
-                )
+                self.reporter.reservation_failed(fw.profile_name, reservation_name_of(pod), pod.uid, message)
             else:
                 self.reporter.pod_failed(fw.profile_name, pod.namespace, pod.name, pod.uid, reason, message)
         except Exception:  # reporting must never stop scheduling

@@ -30,9 +30,16 @@ def test_an_outage_is_one_line_down_summaries_and_one_line_up(caplog: pytest.Log
     tracker.ok()
     lines = [r.getMessage() for r in caplog.records]
     assert len(lines) == 4
-    assert lines[0] == "API server https://127.0.0.1:6443 is unreachable: NewConnectionError('Connection refused'"
-    assert lines[1].startswith("API server https://127.0.0.1:6443 still unreachable after 10 s: 1001 requests")
-    assert lines[2].startswith("API server https://127.0.0.1:6443 still unreachable after 20 s: 2001 requests")
+    assert (
+        lines[0]
+        == "API server https://127.0.0.1:6443 is unreachable: NewConnectionError('Connection refused'"
+    )
+    assert lines[1].startswith(
+        "API server https://127.0.0.1:6443 still unreachable after 10 s: 1001 requests"
+    )
+    assert lines[2].startswith(
+        "API server https://127.0.0.1:6443 still unreachable after 20 s: 2001 requests"
+    )
     assert lines[3].startswith("API server https://127.0.0.1:6443 is reachable again after 25.0 s")
     assert "2500 requests failed" in lines[3]
     assert tracker.outages == 1 and not tracker.down

@@ -53,7 +53,9 @@ def server(tmp_path_factory: pytest.TempPathFactory, e2e_harness: Any) -> Iterat
         _install_crds(srv)
         for name in ("koordinator-system", "shape"):
             srv.request(
-                "POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+                "POST",
+                "/api/v1/namespaces",
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
             )
         for i in range(NODES):
             status, body = srv.request("POST", "/api/v1/nodes", make_node(f"node-{i}", cpu="1", memory="2Gi"))
@@ -84,7 +86,9 @@ def _install_crds(srv: Any) -> None:
 
 @pytest.fixture
 def kube(server: Any) -> Iterator[KubeCluster]:
-    cluster = KubeCluster.from_kubeconfig(str(server.kubeconfig), component="koord-e2e", grace_period_seconds=0)
+    cluster = KubeCluster.from_kubeconfig(
+        str(server.kubeconfig), component="koord-e2e", grace_period_seconds=0
+    )
     try:
         yield cluster
     finally:

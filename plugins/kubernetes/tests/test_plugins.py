@@ -714,7 +714,9 @@ def test_scheduling_hint(k: Any, caplog: pytest.LogCaptureFixture) -> None:
     assert st.code is Code.ERROR
     assert st.message.startswith(f"annotation {ANNOTATION_SCHEDULING_HINT}: Expecting value")
     said = [r.getMessage() for r in caplog.records if ANNOTATION_SCHEDULING_HINT in r.getMessage()]
-    assert said == [f"pod default/b: malformed annotation {ANNOTATION_SCHEDULING_HINT}: {st.message.split(': ', 1)[1]}"]
+    assert said == [
+        f"pod default/b: malformed annotation {ANNOTATION_SCHEDULING_HINT}: {st.message.split(': ', 1)[1]}"
+    ]
     with pytest.raises(Exception, match="must be a positive value"):
         SchedulingHint.parse_args({"maxHintNodes": 0})
 
