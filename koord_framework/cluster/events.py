@@ -53,6 +53,7 @@ __all__ = [
     "AGGREGATE_MAX_INTERVAL",
     "BAD_ANNOTATIONS",
     "COMBINED_PREFIX",
+    "EVENTS_METRIC",
     "MAX_QUEUED_EVENTS",
     "SPAM_BURST",
     "SPAM_QPS",
@@ -63,7 +64,9 @@ __all__ = [
     "EventRecorder",
     "EventWriter",
     "MemoryEventWriter",
+    "RecorderCollector",
     "RecorderStats",
+    "register_recorder_metrics",
     "reporting_instance",
 ]
 
@@ -458,6 +461,7 @@ class EventRecorder:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._closing = threading.Event()
+        self._registries: set[int] = set()
 
     # --- recording ---------------------------------------------------------------------------------------
     def record(self, record: EventRecord) -> None:
@@ -634,3 +638,42 @@ class BadAnnotations:
 
 BAD_ANNOTATIONS = BadAnnotations()
 """The process's one memory of malformed annotations already logged (plugins share it)."""
+
+
+EVENTS_METRIC = "koord_events"
+"""``koord_events_total{result=...}``: what became of the events components recorded."""
+
+
+class RecorderCollector:
+    """Exports a recorder's counters when scraped (costs nothing while recording)."""
+
+    def __init__(self, recorder: EventRecorder) -> None:
+        self.recorder = recorder
+
+    def collect(self) -> list[Any]:
+        from prometheus_client.core import CounterMetricFamily
+
+        family = CounterMetricFamily(
+            EVENTS_METRIC,
+            "Events recorded, by what became of them (created, patched as a repeat, aggregated, "
+            "spam_filtered, dropped on a full queue, failed).",
+            labels=["result"],
+        )
+        for result, n in self.recorder.stats.as_dict().items():
+            family.add_metric([result], float(n))
+        return [family]
+
+    def describe(self) -> list[Any]:
+        return []
+
+
+def register_recorder_metrics(cluster: object, registry: Any) -> bool:
+    """Export the cluster's recorder on ``registry`` (once per registry); False when it has none."""
+    recorder = getattr(cluster, "event_recorder", None)
+    if not isinstance(recorder, EventRecorder) or registry is None:
+        return False
+    if id(registry) in recorder._registries:
+        return True
+    registry.register(RecorderCollector(recorder))
+    recorder._registries.add(id(registry))
+    return True

@@ -38,6 +38,7 @@ import numpy as np
 
 from koord_framework.api.objects import NodeRecord, PodInfo, copy_pod_info
 from koord_framework.cluster.clock import Clock, VirtualClock
+from koord_framework.cluster.events import register_recorder_metrics
 from koord_framework.cluster.informer import NodeCache, PodCache, SharedInformer
 from koord_framework.cluster.port import ClusterPort
 from koord_framework.errors import ClusterError
@@ -457,6 +458,8 @@ class Scheduler:
         self.attempt_count = 0
         self.reporter = FailureReporter(cluster, self.informer.get)
         """Events and the PodScheduled condition, as kube-scheduler records them."""
+        if metrics_registry is not None:
+            register_recorder_metrics(cluster, metrics_registry)
 
         self.reserve_pod_queue = _ReservePodQueue(self)
         self.shared_slots: dict[Any, Any] = {}

@@ -238,3 +238,21 @@ def test_close_stops_the_sender(count: int) -> None:
         recorder.record(_pod_event("m", name=f"p{i}"))
     recorder.close()
     assert recorder.stats.created == count
+
+
+def test_the_recorders_counters_are_exported_on_the_components_registry() -> None:
+    from prometheus_client import CollectorRegistry
+
+    from koord_framework.cluster.events import register_recorder_metrics
+    from koord_framework.metrics import render
+
+    cluster = MemoryCluster(VirtualClock(1_000_000))
+    registry = CollectorRegistry()
+    assert register_recorder_metrics(cluster, registry)
+    assert register_recorder_metrics(cluster, registry)  # once per registry
+    for _ in range(2):
+        cluster.record_event(_pod_event("m"))
+    text = render(registry)
+    assert 'koord_events_total{result="created"} 1.0' in text
+    assert 'koord_events_total{result="patched"} 1.0' in text
+    assert 'koord_events_total{result="dropped"} 0.0' in text

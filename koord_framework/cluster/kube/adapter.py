@@ -107,6 +107,7 @@ class KubeCluster(ClusterPort):
             transport, component=component, clock=self.clock, capacity=event_queue_size
         )
         """The recorder every component's events go through (correlated, rate-limited, in the background)."""
+        self.event_recorder = self.events
         self.evictions: deque[EvictionRecord] = deque(maxlen=1000)
         """The latest evictions this process asked for (the API server keeps only their Events)."""
         self.bind_count = 0
