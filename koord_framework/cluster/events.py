@@ -91,6 +91,21 @@ NOTE_LENGTH_LIMIT = 1024
 """The API server refuses longer messages on Events that carry a reporting controller."""
 
 
+_stamp_cache: tuple[int, str] = (-1, "")
+
+
+def _stamp(epoch: float) -> str:
+    """``format_time`` memoised for the current second (strftime dominates the cost of a write)."""
+    global _stamp_cache
+    second = int(epoch)
+    cached = _stamp_cache
+    if cached[0] == second:
+        return cached[1]
+    text = format_time(second)
+    _stamp_cache = (second, text)
+    return text
+
+
 def reporting_instance(component: str) -> str:
     """``<component>-<host>``, as client-go's recorder names the instance (``POD_NAME`` in a pod)."""
     return f"{component}-{os.environ.get('POD_NAME') or socket.gethostname()}"[:128]
@@ -142,8 +157,8 @@ class Event:
             "source": {"component": self.component},
             "reportingComponent": self.component,
             "reportingInstance": self.instance,
-            "firstTimestamp": format_time(self.first_timestamp),
-            "lastTimestamp": format_time(self.last_timestamp),
+            "firstTimestamp": _stamp(self.first_timestamp),
+            "lastTimestamp": _stamp(self.last_timestamp),
             "count": self.count,
         }
         if self.action:
@@ -154,7 +169,7 @@ class Event:
         """The merge patch client-go sends for a repeated event: the count, the last time, the message."""
         return {
             "count": self.count,
-            "lastTimestamp": format_time(self.last_timestamp),
+            "lastTimestamp": _stamp(self.last_timestamp),
             "message": self.message,
         }
 
@@ -311,8 +326,9 @@ class EventCorrelator:
         return combined, akey
 
     def _observe(self, event: Event, key: str) -> tuple[Event, bool]:
+        # The event is the recorder's own (built for this call): rewritten in place, not copied.
         last: _Observation | None = self._observed.get(key)
-        observed = replace(event)
+        observed = event
         update = last is not None and last.count > 0
         if last is not None and update:
             observed.name = last.name
