@@ -232,6 +232,7 @@ def test_an_apiserver_outage_is_a_handful_of_log_lines(
         time.sleep(2)
         assert proc.poll() is None, log.read_text()[-3000:]
         during = log.read_text().splitlines()[len(lines_before) :]
+        print("\n".join(["log lines during the outage:", *during]))  # shown with -s (the report's figure)
     finally:
         _stop(proc)
     assert not any("Retrying (" in line for line in during), "\n".join(during)

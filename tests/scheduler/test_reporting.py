@@ -118,3 +118,40 @@ def test_condition_update_keeps_transition_time_while_status_stays() -> None:
     other = [{"type": "Ready", "status": "False"}]
     added = condition_update(other, "PodScheduled", "False", "Unschedulable", "a", 100.0)
     assert added is not None and added[0] == other[0] and len(added) == 2
+
+
+def test_a_reservation_scheduled_true_is_left_alone_and_a_bound_pod_gets_no_condition() -> None:
+    from koord_framework.cluster.clock import VirtualClock
+    from koord_framework.cluster.informer import SharedInformer
+    from koord_framework.cluster.memory import MemoryCluster
+    from koord_framework.scheduler.reporting import FailureReporter
+
+    cluster = MemoryCluster(VirtualClock(1_000_000))
+    cluster.create(
+        {
+            "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+            "kind": "Reservation",
+            "metadata": {"name": "r"},
+            "spec": {"template": {"spec": {"containers": []}}, "owners": [{"object": {"name": "x"}}]},
+        }
+    )
+    cluster.patch(
+        "Reservation",
+        "r",
+        "",
+        {"status": {"conditions": [{"type": "Scheduled", "status": "True"}]}},
+        status=True,
+    )
+    cluster.create(make_pod("p"))
+    cluster.bind("default", "p", "n1")
+    informer = SharedInformer(cluster)
+    reporter = FailureReporter(cluster, informer.get)
+    reporter.reservation_failed("koord-scheduler", "r", "", "0/1 nodes are available: 1 Insufficient cpu.")
+    assert cluster.get("Reservation", "r")["status"]["conditions"] == [
+        {"type": "Scheduled", "status": "True"}
+    ]
+    bound = cluster.get("Pod", "p", "default")["status"]["conditions"]
+    reporter.pod_failed("koord-scheduler", "default", "p", "", "SchedulerError", "conflict")
+    assert cluster.get("Pod", "p", "default")["status"]["conditions"] == bound  # PodScheduled=True stays
+    # Both failures are still told as events.
+    assert [e.reason for e in cluster.events] == ["FailedScheduling", "FailedScheduling"]
