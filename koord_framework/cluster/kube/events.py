@@ -8,9 +8,12 @@ reached is worth retrying; any answer from it (a namespace being deleted, a 422)
 
 from __future__ import annotations
 
+import copy
+
 from koord_framework.cluster.clock import Clock
 from koord_framework.cluster.events import EventRecorder
 from koord_framework.cluster.kube.errors import KubeApiError
+from koord_framework.cluster.kube.ratelimit import TokenBucket
 from koord_framework.cluster.kube.transport import Transport
 from koord_framework.cluster.port import Obj
 from koord_framework.errors import ClusterError
@@ -21,10 +24,17 @@ MERGE_PATCH = "application/merge-patch+json"
 
 
 class KubeEventWriter:
-    """``EventWriter`` on ``/api/v1/namespaces/<ns>/events``."""
+    """``EventWriter`` on ``/api/v1/namespaces/<ns>/events``.
+
+    Events get a client rate limit of their own (same QPS and burst), as kube-scheduler builds a separate
+    clientset for its event broadcaster: a burst of events never takes the tokens a bind needs. The
+    connection pool, discovery and the connectivity tracker stay shared.
+    """
 
     def __init__(self, transport: Transport) -> None:
-        self.transport = transport
+        own = copy.copy(transport)
+        own.limiter = TokenBucket(transport.limiter.qps, transport.limiter.burst)
+        self.transport = own
 
     def create_event(self, manifest: Obj) -> Obj:
         namespace = manifest["metadata"]["namespace"]
