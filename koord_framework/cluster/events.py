@@ -240,26 +240,6 @@ class _Observation:
     resource_version: str
 
 
-def _aggregate_key(e: Event) -> str:
-    inv = e.involved
-    return "\x00".join(
-        (
-            e.component,
-            inv.get("kind", ""),
-            inv.get("namespace", ""),
-            inv.get("name", ""),
-            inv.get("uid", ""),
-            inv.get("apiVersion", ""),
-            e.type,
-            e.reason,
-        )
-    )
-
-
-def _event_key(e: Event) -> str:
-    return "\x00".join((_aggregate_key(e), e.involved.get("fieldPath", ""), e.message))
-
-
 class EventCorrelator:
     """Aggregation, deduplication and the spam filter of client-go's ``EventCorrelator``, on ``clock``.
 
@@ -285,9 +265,14 @@ class EventCorrelator:
 
     def correlate(self, event: Event) -> CorrelatedEvent | None:
         """What to write for ``event``, or None when the object's budget is spent."""
-        aggregated, key = self._aggregate(event)
+        # The three keys nest (object ⊂ aggregate ⊂ event): built once per event, as this runs per bind.
+        now = self.clock.now()
+        okey = event.object_key()
+        akey = f"{okey}\x00{event.type}\x00{event.reason}"
+        ekey = f"{akey}\x00{event.involved.get('fieldPath', '')}\x00{event.message}"
+        aggregated, key = self._aggregate(event, akey, ekey, now)
         observed, update = self._observe(aggregated, key)
-        if not self._allow(observed):
+        if not self._allow(okey, now):
             return None
         return CorrelatedEvent(observed, update, key)
 
@@ -301,9 +286,7 @@ class EventCorrelator:
         """The Event is gone from the server: the next repeat creates it afresh."""
         self._observed.add(key, _Observation(0, 0.0, "", ""))
 
-    def _aggregate(self, event: Event) -> tuple[Event, str]:
-        now = self.clock.now()
-        akey = _aggregate_key(event)
+    def _aggregate(self, event: Event, akey: str, ekey: str, now: float) -> tuple[Event, str]:
         record: _Aggregate | None = self._aggregates.get(akey)
         if record is None or now - record.last > self.max_interval:
             record = _Aggregate(set(), now)
@@ -311,7 +294,7 @@ class EventCorrelator:
         record.last = now
         self._aggregates.add(akey, record)
         if len(record.messages) < self.max_events:
-            return event, _event_key(event)
+            return event, ekey
         # Keep the set at its bound; which message leaves does not matter (Go's PopAny).
         record.messages.pop()
         combined = replace(
@@ -341,9 +324,7 @@ class EventCorrelator:
         )
         return observed, update
 
-    def _allow(self, event: Event) -> bool:
-        now = self.clock.now()
-        okey = event.object_key()
+    def _allow(self, okey: str, now: float) -> bool:
         bucket: _TokenBucket | None = self._spam.get(okey)
         if bucket is None:
             bucket = _TokenBucket(self.spam_qps, self.spam_burst, now)
