@@ -23,6 +23,7 @@ PUBLIC_MODULES: dict[str, str] = {
     "koord_framework.handle": "BaseHandle: cluster, clock, metrics registry, shared(key, factory)",
     "koord_framework.api.**": "objects (PodInfo, NodeRecord), selectors, resources, qos, quantity, constants",
     "koord_framework.cluster.port": "ClusterPort, Informer, WatchEvent, EventRecord",
+    "koord_framework.cluster.events": "EventRecorder/EventCorrelator (client-go's), BAD_ANNOTATIONS",
     "koord_framework.cluster.clock": "Clock, time parsing and formatting",
     "koord_framework.cluster.manifests": "load_manifests: read a cluster folder (a plugin's CLI subcommand)",
     "koord_framework.cluster.records": "rebound: a pod record after a bind without parsing the pod again",

@@ -46,6 +46,7 @@ from typing import Any
 
 from koord_framework.cluster.clock import Clock, VirtualClock, format_time
 from koord_framework.cluster.disruption import DisruptionStatus, disruption_status, eviction_refusal
+from koord_framework.cluster.events import EventRecorder, MemoryEventWriter
 from koord_framework.cluster.kinds import KIND_DISTRIBUTIONS, KINDS, KindInfo, KindRegistry, unknown_kind
 from koord_framework.cluster.merge_patch import copy_json, copy_object, merge_patch_shared
 from koord_framework.cluster.port import (
@@ -138,6 +139,23 @@ def _without_status_and_meta(obj: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in obj.items() if k not in ("metadata", "status")}
 
 
+EVENT_RECORD_LIMIT = 20_000
+"""Event records the embedded cluster keeps (a scheduler records one per bound pod)."""
+
+
+class _RecentLog(list[EventRecord]):
+    """A list that forgets its older half when it grows past ``limit`` (amortised O(1) appends)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__()
+        self.limit = limit
+
+    def append(self, item: EventRecord) -> None:
+        super().append(item)
+        if len(self) > self.limit:
+            del self[: len(self) - self.limit // 2]
+
+
 class MemoryCluster(ClusterPort):
     """The embedded cluster. Thread-safe: one re-entrant lock guards the store."""
 
@@ -167,7 +185,13 @@ class MemoryCluster(ClusterPort):
         self._pending: deque[tuple[WatchEvent, _Subscription | None]] = deque()
         self._delivering = False
         self.evictions: list[EvictionRecord] = []
-        self.events: list[EventRecord] = []
+        self.events: list[EventRecord] = _RecentLog(EVENT_RECORD_LIMIT)
+        """The latest events components asked to record, in order (before correlation)."""
+        self.event_store = MemoryEventWriter()
+        """The Events as an API server would hold them: correlated, deduplicated, spam-filtered."""
+        self.event_recorder = EventRecorder(
+            self.event_store, component="koord", clock=self.clock, kinds=self.kinds
+        )
         self.bind_count = 0
         self.write_count = 0
         self._stamp_second: int | None = None
@@ -443,7 +467,7 @@ class MemoryCluster(ClusterPort):
             )
             if not dry_run:
                 self._delete_locked(info, pod)
-                self.events.append(
+                self.record_event(
                     EventRecord(
                         kind="Pod",
                         namespace=ns,
@@ -452,7 +476,8 @@ class MemoryCluster(ClusterPort):
                         message=f"evicted from node {node or '<none>'} by {requested_by}: {reason}",
                         component=requested_by,
                         time=now,
-                        extra={"node": node, "evictionReason": reason},
+                        extra={"node": node, "evictionReason": reason, "uid": record.uid},
+                        action="Evicting",
                     )
                 )
             self.evictions.append(record)
@@ -461,6 +486,7 @@ class MemoryCluster(ClusterPort):
     def record_event(self, event: EventRecord) -> None:
         with self._lock:
             self.events.append(event)
+            self.event_recorder.record(event)
 
     # --- PodDisruptionBudget status, for tests and the simulator ------------------------------------
     def disruption_status(self, namespace: str, name: str) -> DisruptionStatus:

@@ -65,6 +65,9 @@ class EventRecord:
     component: str = ""
     time: float = 0.0
     extra: Mapping[str, Any] = field(default_factory=dict)
+    action: str = ""
+    """What the component did or failed to do (``Scheduling``, ``Binding``, ``Evicting``...): the Event's
+    ``action``, as client-go's newer recorder writes it."""
 
 
 def uid_precondition_failed(namespace: str, name: str, wanted: str, found: object) -> ConflictError:

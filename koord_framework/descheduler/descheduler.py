@@ -23,6 +23,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from koord_framework.api.selectors import parse_label_selector
+from koord_framework.cluster.events import register_recorder_metrics
 from koord_framework.cluster.port import ClusterPort
 from koord_framework.descheduler.cache import DeschedulerCache
 from koord_framework.descheduler.framework import DeschedulerFramework, ProfileSpec
@@ -62,6 +63,8 @@ class Descheduler:
         )
         self.node_selector = parse_label_selector(node_selector) if node_selector is not None else None
         self.descheduling_interval = descheduling_interval
+        if metrics is not None:
+            register_recorder_metrics(cluster, metrics)
         self.frameworks = [
             DeschedulerFramework(spec, self.services, where=f"profiles[{i}]")
             for i, spec in enumerate(profiles)

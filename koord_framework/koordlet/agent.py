@@ -29,6 +29,7 @@ from prometheus_client import CollectorRegistry, Histogram
 from pydantic import ValidationError as PydanticValidationError
 
 from koord_framework.cluster.clock import Clock, WallClock
+from koord_framework.cluster.events import register_recorder_metrics
 from koord_framework.cluster.port import ClusterPort
 from koord_framework.config.koordlet import KoordletConfiguration
 from koord_framework.config.loader import LoadedKoordletConfig
@@ -206,6 +207,8 @@ class KoordletAgent:
         self.options = options or AgentOptions()
         self.clock: Clock = clock or WallClock()
         self.registry = registry or CollectorRegistry()
+        if cluster is not None:
+            register_recorder_metrics(cluster, self.registry)
         cfg = self.options
         self.layout = layout or CgroupLayout.detect(
             host,

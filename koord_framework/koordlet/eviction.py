@@ -41,7 +41,7 @@ from koord_framework.api.qos import PriorityClass
 from koord_framework.api.resources import BATCH_CPU, BATCH_MEMORY, CPU, MEMORY, MID_CPU, MID_MEMORY
 from koord_framework.api.strconv import parse_int
 from koord_framework.cluster.clock import Clock, WallClock
-from koord_framework.cluster.port import ClusterPort
+from koord_framework.cluster.port import ClusterPort, EventRecord
 from koord_framework.errors import ClusterError
 from koord_framework.koordlet.states import PodMeta
 
@@ -197,13 +197,34 @@ class Evictor:
                 self.records.append(
                     EvictionRecord(now, info.namespace, info.name, info.uid, reason, False, str(err))
                 )
+                self._event(info, EVENT_EVICT_FAIL, f"{_evict_message(info, reason)}, error {err}", now)
                 return False
             self._evicted[info.uid] = now
             self.records.append(EvictionRecord(now, info.namespace, info.name, info.uid, reason, True))
             if self._counter is not None:
                 self._counter.labels(reason.split(",")[0]).inc()
             log.info("evicted %s: %s", info.key, reason)
+            self._event(info, EVENT_EVICT_SUCCESS, _evict_message(info, reason), now)
             return True
+
+    def _event(self, info: PodInfo, reason: str, message: str, now: float) -> None:
+        """Koordinator's evictor records both outcomes as Warning events on the pod."""
+        if self.cluster is None or self.dry_run:
+            return
+        self.cluster.record_event(
+            EventRecord(
+                kind="Pod",
+                namespace=info.namespace,
+                name=info.name,
+                reason=reason,
+                message=message,
+                type="Warning",
+                component=REQUESTED_BY,
+                time=now,
+                extra={"uid": info.uid} if info.uid else {},
+                action="Evicting",
+            )
+        )
 
     def forget_gone(self, present_uids: Iterable[str]) -> None:
         """Drop uids of pods that left the node: a uid is never reused, so only memory is at stake."""
@@ -215,6 +236,17 @@ class Evictor:
     def records_since(self, since: float) -> list[EvictionRecord]:
         with self._lock:
             return [r for r in self.records if r.time >= since]
+
+
+EVENT_EVICT_SUCCESS = "evictPodSuccess"
+EVENT_EVICT_FAIL = "evictPodFail"
+
+
+def _evict_message(info: PodInfo, reason: str) -> str:
+    """``evict Pod:<ns>/<name>, reason: <reason>, message: <message>`` as Koordinator's evictor words it
+    (koord's reasons are ``<reason>, <message>``)."""
+    code, _, detail = reason.partition(", ")
+    return f"evict Pod:{info.namespace}/{info.name}, reason: {code}, message: {detail}"
 
 
 def _add(a: dict[str, int], b: Mapping[str, int]) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from koord_framework.cluster.events import register_recorder_metrics
 from koord_framework.cluster.informer import SharedInformer
 from koord_framework.cluster.port import ClusterPort, EventRecord
 from koord_framework.manager.controller import Controller, ControllerLoop
@@ -89,6 +90,7 @@ class ManagerComponent:
         resync: float = DEFAULT_RESYNC,
     ) -> None:
         self.cluster = cluster
+        register_recorder_metrics(cluster, registry)
         self.config = SLOConfig()
         self.config_namespace = config_namespace
         self.informer = SharedInformer(cluster)

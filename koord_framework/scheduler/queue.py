@@ -172,15 +172,16 @@ class SchedulingQueue:
             self._entries[pod.uid] = e
             self._enqueue_active_or_gate(e, now)
 
-    def update(self, pod: PodInfo) -> None:
-        """The pending pod changed: keep its place, and give a parked pod another chance (kube's Update)."""
+    def update(self, pod: PodInfo, *, retry: bool = True) -> None:
+        """The pending pod changed: keep its place, and give a parked pod another chance (kube's Update)
+        unless ``retry`` is False (only its status changed)."""
         with self._lock:
             e = self._entries.get(pod.uid)
             if e is None:
                 self._entries_add_unlocked(pod)
                 return
             e.info.pod = pod
-            if e.where == UNSCHEDULABLE:
+            if e.where == UNSCHEDULABLE and retry:
                 self._remove_unsched(e)
                 now = self._clock.now()
                 if not e.gated_by and self._backing_off(e, now):

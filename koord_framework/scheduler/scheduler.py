@@ -30,6 +30,7 @@ from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from dataclasses import fields as dataclass_fields
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +38,7 @@ import numpy as np
 
 from koord_framework.api.objects import NodeRecord, PodInfo, copy_pod_info
 from koord_framework.cluster.clock import Clock, VirtualClock
+from koord_framework.cluster.events import register_recorder_metrics
 from koord_framework.cluster.informer import NodeCache, PodCache, SharedInformer
 from koord_framework.cluster.port import ClusterPort
 from koord_framework.errors import ClusterError
@@ -65,6 +67,7 @@ from koord_framework.scheduler.interface import (
 from koord_framework.scheduler.metrics import SchedulerMetrics
 from koord_framework.scheduler.nodeinfo import NodeInfo
 from koord_framework.scheduler.queue import SchedulingQueue
+from koord_framework.scheduler.reporting import REASON_SCHEDULER_ERROR, REASON_UNSCHEDULABLE, FailureReporter
 from koord_framework.scheduler.status import SUCCESS, Code, Status
 from koord_framework.scheduler.table import Int64Array
 
@@ -177,25 +180,33 @@ class Diagnosis:
         if self.pre_filter_msg:
             msg += f" {self.pre_filter_msg}."
         else:
-            counts: dict[str, int] = {}
-            per_status = (
-                self.statuses.counts()
-                if isinstance(self.statuses, RowStatuses)
-                else [(s, 1) for s in self.statuses.values()]
-            )
-            for s, n in per_status:
-                for reason in s.reasons:
-                    counts[reason] = counts.get(reason, 0) + n
-            missing = self.num_all_nodes - len(self.statuses)
-            if missing > 0 and self.absent is not None:
-                for reason in self.absent.reasons:
-                    counts[reason] = counts.get(reason, 0) + missing
-            histogram = sorted(f"{n} {reason}" for reason, n in counts.items())
+            histogram = self._histogram()
             if histogram:
                 msg += f" {', '.join(histogram)}."
         if self.post_filter_msg:
             msg += f" {self.post_filter_msg}."
         return msg
+
+    def message_v1_20(self) -> str:
+        """kube-scheduler v1.20's ``FitError.Error()``, what its Events and PodScheduled condition say:
+        the sorted reason counts only (a PreFilter rejection counted once per node, no preemption part)."""
+        return f"0/{self.num_all_nodes} nodes are available: {', '.join(self._histogram())}."
+
+    def _histogram(self) -> list[str]:
+        counts: dict[str, int] = {}
+        per_status = (
+            self.statuses.counts()
+            if isinstance(self.statuses, RowStatuses)
+            else [(s, 1) for s in self.statuses.values()]
+        )
+        for s, n in per_status:
+            for reason in s.reasons:
+                counts[reason] = counts.get(reason, 0) + n
+        missing = self.num_all_nodes - len(self.statuses)
+        if missing > 0 and self.absent is not None:
+            for reason in self.absent.reasons:
+                counts[reason] = counts.get(reason, 0) + missing
+        return sorted(f"{n} {reason}" for reason, n in counts.items())
 
 
 class NodeToStatus(NodeToStatusReader):
@@ -445,6 +456,10 @@ class Scheduler:
         self._stopped = False
         self.scheduled_count = 0
         self.attempt_count = 0
+        self.reporter = FailureReporter(cluster, self.informer.get)
+        """Events and the PodScheduled condition, as kube-scheduler records them."""
+        if metrics_registry is not None:
+            register_recorder_metrics(cluster, metrics_registry)
 
         self.reserve_pod_queue = _ReservePodQueue(self)
         self.shared_slots: dict[Any, Any] = {}
@@ -601,7 +616,9 @@ class Scheduler:
             return
         if self.cache.is_assumed(new.uid):
             return  # in flight; the binding cycle owns it
-        self.queue.update(new)
+        # kube's isPodUpdated: a change of the status alone (the PodScheduled condition this scheduler
+        # writes after a failure) keeps a parked pod parked.
+        self.queue.update(new, retry=_spec_changed(old, new))
 
     def _on_pod_delete(self, pod: PodInfo) -> None:
         if pod.node_name:
@@ -713,7 +730,7 @@ class Scheduler:
             self.cache.assume_pod(assumed)
         except ValueError as exc:
             result.status = Status.as_error(exc)
-            self._fail(fw, info, result, cycle, started, pod)
+            self._fail(fw, info, result, cycle, started, pod, REASON_SCHEDULER_ERROR)
             return
         self.queue.delete_nominated(pod.uid)
         s = fw.run_reserve(state, assumed, host)
@@ -721,14 +738,15 @@ class Scheduler:
             fw.run_unreserve(state, assumed, host)
             self.cache.forget_pod(assumed)
             result.status, result.node = s, None
-            self._fail(fw, info, result, cycle, started, pod)
+            self._fail(fw, info, result, cycle, started, pod, REASON_SCHEDULER_ERROR)
             return
         s, waits = fw.run_permit(state, assumed, host)
         if not s.is_success and not s.is_wait:
             fw.run_unreserve(state, assumed, host)
             self.cache.forget_pod(assumed)
             result.status, result.node = s, None
-            self._fail(fw, info, result, cycle, started, pod)
+            reason = REASON_UNSCHEDULABLE if s.is_rejected else REASON_SCHEDULER_ERROR
+            self._fail(fw, info, result, cycle, started, pod, reason)
             return
         self.queue.done(pod.uid)
         self._activate(state)
@@ -903,6 +921,7 @@ class Scheduler:
         cycle: int,
         started: float,
         pod: PodInfo,
+        reason: str = REASON_UNSCHEDULABLE,
     ) -> None:
         s = result.status
         unsched: set[str] = set()
@@ -913,6 +932,14 @@ class Scheduler:
         elif s.is_rejected and s.plugin:
             (pending if s.code is Code.PENDING else unsched).update(_plugins_of(s))
         self._requeue(info, unsched, pending, cycle)
+        # After the requeue, as kube-scheduler's recordSchedulingFailure: the condition's own update event
+        # then finds the pod parked. v1.20 reports every failure of the scheduling algorithm as
+        # Unschedulable, and failures after a node was chosen (assume, Reserve, an erroring Permit) as
+        # SchedulerError.
+        message = s.message or s.code.label
+        if result.diagnosis is not None and reason == REASON_UNSCHEDULABLE:
+            message = result.diagnosis.message_v1_20()
+        self._report_failure(fw, pod, reason, message)
         label = "error" if s.is_error else "unschedulable"
         self.metrics.observe_attempt(label, fw.profile_name, perf_counter() - started)
         if self.record_outcomes:
@@ -931,6 +958,15 @@ class Scheduler:
                 nominated_node=self.queue.nominated_node_of(pod.uid),
                 notes=result.notes,
             )
+
+    def _report_failure(self, fw: Framework, pod: PodInfo, reason: str, message: str) -> None:
+        try:
+            if is_reserve_pod(pod):
+                self.reporter.reservation_failed(fw.profile_name, reservation_name_of(pod), pod.uid, message)
+            else:
+                self.reporter.pod_failed(fw.profile_name, pod.namespace, pod.name, pod.uid, reason, message)
+        except Exception:  # reporting must never stop scheduling
+            log.exception("could not report the scheduling failure of pod %s", pod.key)
 
     def _requeue(self, info: QueuedPodInfo, unsched: set[str], pending: set[str], cycle: int) -> None:
         """Back into the queue, unless the pod is gone or was bound meanwhile (handleSchedulingFailure)."""
@@ -1034,6 +1070,8 @@ class Scheduler:
         self._epoch += 1
         self.scheduled_count += 1
         self.metrics.observe_attempt("scheduled", fw.profile_name, perf_counter() - b.started)
+        if not is_reserve_pod(pod):
+            self.reporter.scheduled(fw.profile_name, pod.namespace, pod.name, pod.uid, node)
         self._record(b, "Scheduled", s)
         self._activate(state)
 
@@ -1052,6 +1090,8 @@ class Scheduler:
         else:
             self._move(EVENT_POD_DELETE, not_self)
             self._requeue(b.info, set(), set(), b.cycle)
+        reason = REASON_UNSCHEDULABLE if status.is_rejected else REASON_SCHEDULER_ERROR
+        self._report_failure(fw, original, reason, status.message or status.code.label)
         label = "error" if status.is_error else "unschedulable"
         self.metrics.observe_attempt(label, fw.profile_name, perf_counter() - b.started)
         if self.record_outcomes:
@@ -1344,6 +1384,25 @@ def with_node(pod: PodInfo, node_name: str) -> PodInfo:
     copy = copy_pod_info(pod)
     copy.node_name = node_name
     return copy
+
+
+_STATUS_FIELDS = frozenset(
+    {"phase", "start_time", "scheduled_time", "initialized_time", "nominated_node", "resource_version"}
+)
+_SPEC_FIELDS: tuple[str, ...] = ()
+
+
+def _spec_changed(old: PodInfo, new: PodInfo) -> bool:
+    """Whether anything but the pod's status changed (records share unchanged values, so ``is`` is
+    usually enough)."""
+    global _SPEC_FIELDS
+    if not _SPEC_FIELDS:
+        _SPEC_FIELDS = tuple(f.name for f in dataclass_fields(PodInfo) if f.name not in _STATUS_FIELDS)
+    for name in _SPEC_FIELDS:
+        a, b = getattr(old, name), getattr(new, name)
+        if a is not b and a != b:
+            return True
+    return False
 
 
 def _matches(registered: ClusterEvent, event: ClusterEvent) -> bool:

@@ -414,4 +414,4 @@ def test_events_for_pods_and_nodes(kube: KubeCluster, namespace: str) -> None:
         e["involvedObject"]["name"] == f"{namespace}-node" and e["reason"] == "Overloaded"
         for e in node_events
     )
-    assert kube.events.sent >= 2 and kube.events.failed == 0
+    assert kube.events.stats.created >= 2 and kube.events.stats.failed == 0

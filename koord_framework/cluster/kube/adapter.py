@@ -39,7 +39,7 @@ from typing import Any
 
 from koord_framework.cluster.clock import Clock, WallClock
 from koord_framework.cluster.kinds import KindRegistry
-from koord_framework.cluster.kube.events import EventSink
+from koord_framework.cluster.kube.events import kube_event_recorder
 from koord_framework.cluster.kube.transport import (
     DEFAULT_BURST,
     DEFAULT_MAX_CONNECTIONS,
@@ -103,7 +103,11 @@ class KubeCluster(ClusterPort):
         """Grace period of pod deletions and evictions; None keeps the pod's own (a kubelet finishes them)."""
         self.page_size = page_size
         self.watch_timeout = watch_timeout
-        self.events = EventSink(transport, component=component, capacity=event_queue_size)
+        self.events = kube_event_recorder(
+            transport, component=component, clock=self.clock, capacity=event_queue_size
+        )
+        """The recorder every component's events go through (correlated, rate-limited, in the background)."""
+        self.event_recorder = self.events
         self.evictions: deque[EvictionRecord] = deque(maxlen=1000)
         """The latest evictions this process asked for (the API server keeps only their Events)."""
         self.bind_count = 0
@@ -430,6 +434,7 @@ class KubeCluster(ClusterPort):
                     component=requested_by,
                     time=now,
                     extra={"uid": uid},
+                    action="Evicting",
                 )
             )
 

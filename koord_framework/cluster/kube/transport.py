@@ -30,6 +30,7 @@ from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
 from koord_framework.cluster.kinds import KINDS, KindInfo, unknown_kind
+from koord_framework.cluster.kube.connectivity import Connectivity, install_filter
 from koord_framework.cluster.kube.errors import KubeApiError, error_for_status
 from koord_framework.cluster.kube.ratelimit import TokenBucket
 from koord_framework.errors import ClusterError, NotFoundError
@@ -100,6 +101,9 @@ class Transport:
         self._discovery: dict[str, dict[str, dict[str, Any]] | None] = {}
         self._lock = threading.Lock()
         self.requests = 0
+        self.connectivity = Connectivity(self.host)
+        """Whether the server answers; an outage is logged in a few lines (connectivity.py)."""
+        install_filter()
 
     # --- construction --------------------------------------------------------------------------------
     @classmethod
@@ -193,9 +197,12 @@ class Transport:
                 _request_timeout=timeout if timeout is not None else self.request_timeout,
             )
         except urllib3.exceptions.HTTPError as err:
+            self.connectivity.failed(err)
             raise KubeApiError(0, "ConnectionError", f"{method} {path}: {err}") from err
         except k8s_client.ApiException as err:
+            self.connectivity.failed(err.reason)
             raise KubeApiError(0, "ConnectionError", f"{method} {path}: {err.reason}") from err
+        self.connectivity.ok()
         if stream:
             return response.status, response.response
         try:

@@ -26,6 +26,8 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
+import urllib3
+
 from koord_framework.cluster.kube.errors import ExpiredError, KubeApiError, error_for_status
 from koord_framework.cluster.kube.transport import Resource, Transport, iter_lines
 from koord_framework.cluster.port import EventType, Obj, WatchEvent
@@ -190,7 +192,8 @@ class KindWatcher:
             except ExpiredError as err:
                 if self._stop.is_set():
                     break
-                log.info("watch %s: %s; relisting", self.resource.plural, err)
+                # Routine (every kind after an API server restart): client-go's reflector says it at V(4).
+                log.debug("watch %s: %s; relisting", self.resource.plural, err)
                 try:
                     self.relist()
                     self.backoff.reset()
@@ -199,6 +202,10 @@ class KindWatcher:
             except Exception as err:
                 if self._stop.is_set():
                     break
+                if isinstance(err, urllib3.exceptions.HTTPError):
+                    # The stream broke mid-way (the server went away): usually the first sign of an outage,
+                    # before any request fails. Telling the tracker first makes this the outage's one line.
+                    self.transport.connectivity.failed(err)
                 self._pause(str(err))
 
     def _pause(self, why: str) -> None:

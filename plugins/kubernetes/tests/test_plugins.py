@@ -4,6 +4,7 @@ plugin tests (named per test) and Koordinator's ``schedulinghint`` / ``defaultpr
 from __future__ import annotations
 
 import json
+import logging
 import random
 from typing import Any
 
@@ -676,7 +677,7 @@ def test_binder_and_prebind(k: Any) -> None:
     assert st.code is Code.ERROR
 
 
-def test_scheduling_hint(k: Any) -> None:
+def test_scheduling_hint(k: Any, caplog: pytest.LogCaptureFixture) -> None:
     world = k.World([k.node("node-1"), k.node("node-2"), k.node("node-3")])
     pl = world.plugin(SchedulingHint)
     state = k.CycleState()
@@ -707,8 +708,15 @@ def test_scheduling_hint(k: Any) -> None:
         k.pod("b")
         | {"metadata": {"name": "b", "uid": "b", "annotations": {ANNOTATION_SCHEDULING_HINT: "invalid-json"}}}
     )
-    _, st = pl.pre_filter(k.CycleState(), bad, world.node_infos())
+    with caplog.at_level(logging.WARNING, logger="koord_framework.cluster.events"):
+        for _ in range(3):
+            _, st = pl.pre_filter(k.CycleState(), bad, world.node_infos())
     assert st.code is Code.ERROR
+    assert st.message.startswith(f"annotation {ANNOTATION_SCHEDULING_HINT}: Expecting value")
+    said = [r.getMessage() for r in caplog.records if ANNOTATION_SCHEDULING_HINT in r.getMessage()]
+    assert said == [
+        f"pod default/b: malformed annotation {ANNOTATION_SCHEDULING_HINT}: {st.message.split(': ', 1)[1]}"
+    ]
     with pytest.raises(Exception, match="must be a positive value"):
         SchedulingHint.parse_args({"maxHintNodes": 0})
 

@@ -241,6 +241,11 @@ def test_pod_annotation_makes_and_removes_its_group(build: Build) -> None:
     assert _l3(tree, group) == {0: 0x78, 1: 0x78}  # ways 3..6 of 11
     assert _mb(tree, group) == {0: 40, 1: 40}
     assert _tasks(tree, group) == [41, 42]
+    # Koordinator's resctrl hook records the new pod-level group on the pod.
+    [event] = [e for e in h.cluster.events if e.reason == "Pod Level Resctrl"]  # type: ignore[attr-defined]
+    assert (event.name, event.message, event.component) == ("own", "Create Resctrl Group", "koordlet")
+    strategy.tick(h.clock.now())
+    assert len([e for e in h.cluster.events if e.reason == "Pod Level Resctrl"]) == 1  # type: ignore[attr-defined]
     h.set_state(pods=[], node_slo=BE_ON)
     strategy.tick(h.clock.now())
     assert not tree.paths.resctrl_file(group).exists()

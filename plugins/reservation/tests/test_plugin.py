@@ -279,3 +279,19 @@ def test_invalid_template_is_rejected_with_its_field() -> None:
     plugin = h.plugin("Reservation")
     assert isinstance(plugin, Reservation)
     assert "spec.template.spec.containers[0].resources.requests" in str(plugin.cache.errors["bad-template"])
+
+
+def test_unschedulable_reservation_gets_scheduled_false_and_an_event() -> None:
+    # Koordinator's reservation failure handler: a FailedScheduling event about the Reservation and
+    # SetReservationUnschedulable on its status (the migration controller reads it).
+    h = harness(make_node("n1", cpu="2", memory="8Gi"), make_reservation("huge", cpu="64"))
+    h.run_until_idle()
+    [cond] = [c for c in status_of(h, "huge").get("conditions") or () if c["type"] == "Scheduled"]
+    assert (cond["status"], cond["reason"]) == ("False", "Unschedulable")
+    assert cond["message"] == "0/1 nodes are available: 1 Insufficient cpu."
+    assert cond["lastProbeTime"] and cond["lastTransitionTime"]
+    [event] = [e for e in h.cluster.event_store.list("default") if e["reason"] == "FailedScheduling"]
+    assert event["involvedObject"]["kind"] == "Reservation"
+    assert event["involvedObject"]["name"] == "huge"
+    assert event["message"] == cond["message"]
+    assert status_of(h, "huge").get("phase") in (None, "", "Pending")

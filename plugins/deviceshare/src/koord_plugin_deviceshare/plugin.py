@@ -32,6 +32,7 @@ from typing import Any, ClassVar, Final
 import numpy as np
 
 from koord_framework.api.objects import PodInfo
+from koord_framework.cluster.events import BAD_ANNOTATIONS
 from koord_framework.plugin import PluginArgs
 from koord_framework.scheduler.constant_arrays import all_pass
 from koord_framework.scheduler.cycle_state import CycleState
@@ -329,7 +330,9 @@ class DeviceShare(
                 try:
                     allocations = decode_allocations(str(raw), f"pod {key}: {n.ANNOTATION_DEVICE_ALLOCATED}")
                 except AllocationError as err:
-                    log.warning("DeviceShare: %s", err)
+                    # Every update of the pod reads it again: said once per pod and value.
+                    uid = str((obj.get("metadata") or {}).get("uid") or key)
+                    BAD_ANNOTATIONS.once(uid, n.ANNOTATION_DEVICE_ALLOCATED, str(raw), f"DeviceShare: {err}")
                     return  # keep what we had, as Koordinator does with an unreadable annotation
         else:
             allocations = {}

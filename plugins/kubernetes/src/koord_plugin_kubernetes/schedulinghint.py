@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from koord_framework.api.objects import PodInfo
+from koord_framework.cluster.events import BAD_ANNOTATIONS
 from koord_framework.scheduler.interface import (
     CycleState,
     Handle,
@@ -91,7 +92,14 @@ class SchedulingHint(SchedulerPlugin[SchedulingHintArgs], PreFilterPlugin):
         try:
             hint = get_scheduling_hint(pod)
         except ValueError as err:  # json.JSONDecodeError is a ValueError
-            return None, Status.as_error(str(err))
+            annotation = (
+                ANNOTATION_SCHEDULING_HINT
+                if pod.annotations.get(ANNOTATION_SCHEDULING_HINT)
+                else DEPRECATED_ANNOTATION_SCHEDULING_HINT
+            )
+            # The pod fails every attempt (its FailedScheduling event says why); the log says it once.
+            BAD_ANNOTATIONS.report("pod", pod.key, pod.uid, annotation, pod.annotations[annotation], err)
+            return None, Status.as_error(f"annotation {annotation}: {err}")
         if hint is not None:
             state.write(
                 STATE_KEY,

@@ -489,7 +489,14 @@ class MigrationReconciler:
                 message=f'Pod evicted from node "{pod.node_name}" by the reason "{reason}"',
                 component="MigrationController",
                 time=now,
-                extra={"node": pod.node_name, "plugin": trigger, "evictionReason": reason, "policy": policy},
+                extra={
+                    "node": pod.node_name,
+                    "plugin": trigger,
+                    "evictionReason": reason,
+                    "policy": policy,
+                    "uid": pod.uid,
+                    "action": "Migrating",
+                },
             )
         )
 

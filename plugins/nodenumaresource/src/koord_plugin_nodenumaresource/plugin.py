@@ -30,6 +30,7 @@ import numpy as np
 from koord_framework.api.objects import NodeRecord, PodInfo
 from koord_framework.api.qos import PriorityClass, QoSClass, qos_class_raw
 from koord_framework.api.resources import add, is_zero
+from koord_framework.cluster.events import BAD_ANNOTATIONS
 from koord_framework.koordlet.cpuset import format_cpuset
 from koord_framework.plugin import PluginArgs
 from koord_framework.scheduler.constant_arrays import all_pass
@@ -326,8 +327,20 @@ class NodeNUMAResource(
             status = resource_status(annotations, owner)
             spec = resource_spec(annotations, owner)
         except AnnotationError as err:
-            # Upstream skips such a pod too; say so, since its CPUs are then not counted as taken.
-            log.warning("NodeNUMAResource: ignoring the allocation of %s", err)
+            # Upstream skips such a pod too; say so (once per pod and value: every update reads it
+            # again), since its CPUs are then not counted as taken.
+            value = "\x00".join(
+                (
+                    annotations.get(ANNOTATION_RESOURCE_STATUS, ""),
+                    annotations.get(ANNOTATION_RESOURCE_SPEC, ""),
+                )
+            )
+            BAD_ANNOTATIONS.once(
+                uid or owner,
+                ANNOTATION_RESOURCE_STATUS,
+                value,
+                f"NodeNUMAResource: ignoring the allocation of {err}",
+            )
             return
         if not status.cpuset and not status.numa_node_resources:
             return

@@ -32,6 +32,8 @@ from typing import ClassVar
 from prometheus_client import Counter
 
 from koord_framework.api import qos as qoslib
+from koord_framework.cluster.events import BAD_ANNOTATIONS
+from koord_framework.cluster.port import EventRecord
 from koord_framework.koordlet.cgroups import CgroupError, CgroupVersion
 from koord_framework.koordlet.nodeslo import NodeSLO
 from koord_framework.koordlet.qos import IntervalArgs, QOSContext, QOSStrategy
@@ -209,6 +211,25 @@ class Resctrl(QOSStrategy[ResctrlArgs]):
     def _error(self, report: TickReport, message: str) -> None:
         report.errors.append(message)
         self.decide("error: " + message)
+
+    def _pod_event(self, meta: PodMeta, message: str) -> None:
+        """Koordinator's resctrl hook records its pod-level group changes on the pod (reason and message
+        as its ``RecorderEvent``)."""
+        cluster = self.context.cluster
+        if cluster is None:
+            return
+        cluster.record_event(
+            EventRecord(
+                kind="Pod",
+                namespace=meta.pod.namespace,
+                name=meta.pod.name,
+                reason="Pod Level Resctrl",
+                message=message,
+                component="koordlet",
+                time=self.context.clock.now(),
+                extra={"uid": meta.uid},
+            )
+        )
 
     def _ensure_group(self, fs: ResctrlFS, group: str, report: TickReport) -> bool:
         path = self.context.host.resctrl_file(group)
@@ -488,6 +509,10 @@ class Resctrl(QOSStrategy[ResctrlArgs]):
                 config = parse_resctrl_annotation(str(annotations[ANNOTATION_RESCTRL]), meta.key)
             except ConfigError as err:
                 self._error(report, str(err))
+                # Every tick reads it again: the log says it once per pod and value.
+                BAD_ANNOTATIONS.once(
+                    meta.uid, ANNOTATION_RESCTRL, str(annotations[ANNOTATION_RESCTRL]), str(err)
+                )
                 continue
             if facts is None:
                 continue
@@ -496,8 +521,11 @@ class Resctrl(QOSStrategy[ResctrlArgs]):
             except SchemataError as err:
                 self._error(report, f"pod {meta.key}: annotation {ANNOTATION_RESCTRL}: llc: {err}")
                 continue
+            created = len(report.created_groups)
             if not self._ensure_group(fs, name, report):
                 continue
+            if len(report.created_groups) > created:
+                self._pod_event(meta, "Create Resctrl Group")
             l3 = raw.l3 if raw.validate_l3() is None else None
             mb = raw.mb if raw.validate_mb() is None else None
             self._write_schemata(fs, name, l3, mb, facts.l3_num, report, who=f"pod {meta.key}: group {name}")
