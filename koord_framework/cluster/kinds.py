@@ -116,6 +116,22 @@ CORE_KINDS: tuple[KindInfo, ...] = (
     _core("StatefulSet", "apps", "v1", "statefulsets", True),
     _core("DaemonSet", "apps", "v1", "daemonsets", True),
     _core("Job", "batch", "v1", "jobs", True),
+    # koord-manager's webhook certificates and the webhook configurations whose caBundle it keeps.
+    _core("Secret", "", "v1", "secrets", True),
+    _core(
+        "MutatingWebhookConfiguration",
+        "admissionregistration.k8s.io",
+        "v1",
+        "mutatingwebhookconfigurations",
+        False,
+    ),
+    _core(
+        "ValidatingWebhookConfiguration",
+        "admissionregistration.k8s.io",
+        "v1",
+        "validatingwebhookconfigurations",
+        False,
+    ),
 )
 """The Kubernetes kinds the framework itself reads and writes."""
 
