@@ -84,8 +84,8 @@ def apply_profile(
         pc = priority_class(profile.priority_class_name)
         if pc is None:
             raise ProfileError(
-                f"ClusterColocationProfile {profile.name}: spec.priorityClassName: priorityclasses.scheduling.k8s.io "
-                f'"{profile.priority_class_name}" not found'
+                f"ClusterColocationProfile {profile.name}: spec.priorityClassName: "
+                f'priorityclasses.scheduling.k8s.io "{profile.priority_class_name}" not found'
             )
         spec["priorityClassName"] = profile.priority_class_name
         spec["priority"] = int(pc.get("value") or 0)

@@ -17,6 +17,8 @@ from koord_framework.api.quantity import QuantityError, parse_quantity
 
 __all__ = ["pod_request", "validate_pod"]
 
+_REQUESTS = "pod.spec.containers[*].resources.requests"
+
 
 def _labels(pod: Mapping[str, Any] | None) -> Mapping[str, Any]:
     return ((pod or {}).get("metadata") or {}).get("labels") or {}
@@ -64,7 +66,8 @@ def _forbid(pod: Mapping[str, Any], qos: QoSClass, classes: tuple[PriorityClass,
     pc = priority_class_raw(pod)
     if pc in classes:
         return [
-            f"Pod: Forbidden: {LABEL_QOS_CLASS}={qos.value} and priorityClass={pc.value} cannot be used in combination"
+            f"Pod: Forbidden: {LABEL_QOS_CLASS}={qos.value} and priorityClass={pc.value} "
+            "cannot be used in combination"
         ]
     return []
 
@@ -101,12 +104,10 @@ def validate_pod(
     if qos in (QoSClass.LSR, QoSClass.LSE):
         cpu = requests.get("cpu", 0)
         if cpu == 0:
-            errs.append(
-                "pod.spec.containers[*].resources.requests: Required value: LSR Pod must declare the requested CPUs"
-            )
+            errs.append(f"{_REQUESTS}: Required value: LSR Pod must declare the requested CPUs")
         elif cpu % 1000:
             errs.append(
-                f"pod.spec.containers[*].resources.requests: Invalid value: {_go_quote(str(parse_quantity(f'{cpu}m')))}: "
+                f"{_REQUESTS}: Invalid value: {_go_quote(str(parse_quantity(f'{cpu}m')))}: "
                 "the requested CPUs of LSR Pod must be integer"
             )
     return errs

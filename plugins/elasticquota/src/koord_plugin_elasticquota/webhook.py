@@ -14,7 +14,7 @@ __all__ = ["ElasticQuotaValidation"]
 
 
 class ElasticQuotaValidation(AdmissionHandler[NoArgs]):
-    """Refuses an ElasticQuota whose min/max, parent or tree is wrong (Koordinator's quota topology checks)."""
+    """Refuses an ElasticQuota whose min/max, parent or tree is wrong (Koordinator's topology checks)."""
 
     name = "ElasticQuotaValidation"
     Args = NoArgs
