@@ -66,6 +66,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.elasticquota
 	$(BIN)/python bench/deviceshare.py
 	$(BIN)/python -m bench.manager
+	$(BIN)/python -m bench.manager_webhook
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info plugins/*/build plugins/*/src/*.egg-info libs/*/build libs/*/src/*.egg-info

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import copy
+import json
 import logging
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -94,7 +94,8 @@ class Dispatcher:
                 request.uid, f"{request.operation} {_describe(request)}: request has no object", 400
             )
         mutating = active[0].mutating
-        obj: dict[str, Any] = copy.deepcopy(dict(source)) if mutating else dict(source)
+        # A JSON round trip copies a decoded object several times faster than copy.deepcopy.
+        obj: dict[str, Any] = json.loads(json.dumps(source)) if mutating else dict(source)
         if mutating and not obj.get("metadata", {}).get("namespace") and request.namespace:
             # Handlers see the request's namespace (Koordinator fills it in and keeps it out of the patch).
             obj = {**obj, "metadata": {**(obj.get("metadata") or {}), "namespace": request.namespace}}
