@@ -193,7 +193,7 @@ def main(argv: list[str]) -> None:
             stop.set()
             server.join(10)
     print(
-        f"manager webhook /mutate-pod over TLS, {concurrency} concurrent keep-alive clients for {seconds:.0f} s: "
+        f"manager webhook /mutate-pod over TLS, {concurrency} concurrent clients for {seconds:.0f} s: "
         f"p50 {loaded['p50_ms']:.1f} ms, p99 {loaded['p99_ms']:.1f} ms, {loaded['rps']:.0f} req/s "
         f"({loaded['requests']:.0f} requests); one client alone: p50 {alone['p50_ms']:.2f} ms, "
         f"p99 {alone['p99_ms']:.2f} ms (target p99 <= 10 ms)"
