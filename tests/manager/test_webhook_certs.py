@@ -39,10 +39,16 @@ def test_expired_or_expiring_certificates_are_reported() -> None:
 @pytest.mark.parametrize(
     ("mangle", "why"),
     [
-        (lambda a: certs.Artifacts(a.ca_key, a.ca_cert, a.key, b"garbage"), "serving certificate does not parse"),
+        (
+            lambda a: certs.Artifacts(a.ca_key, a.ca_cert, a.key, b"garbage"),
+            "serving certificate does not parse",
+        ),
         (lambda a: certs.Artifacts(a.ca_key, b"garbage", a.key, a.cert), "CA certificate does not parse"),
         (lambda a: certs.Artifacts(a.ca_key, a.ca_cert, certs.generate(DNS).key, a.cert), "does not match"),
-        (lambda a: certs.Artifacts(a.ca_key, certs.generate(DNS).ca_cert, a.key, a.cert), "not signed by the CA"),
+        (
+            lambda a: certs.Artifacts(a.ca_key, certs.generate(DNS).ca_cert, a.key, a.cert),
+            "not signed by the CA",
+        ),
         (lambda a: certs.Artifacts(), "missing"),
     ],
 )
@@ -123,8 +129,11 @@ def test_secret_writer_creates_writes_and_patches(cluster: MemoryCluster, tmp_pa
     assert [w["name"] for w in m["webhooks"]] == ["mutate-pod.koordinator.sh"]  # unserved path left out
     client = m["webhooks"][0]["clientConfig"]
     assert base64.b64decode(client["caBundle"]) == stored.ca_cert
-    assert client["service"] == {"name": "koordinator-webhook-service", "namespace": "koordinator-system",
-                                 "path": "/mutate-pod"}
+    assert client["service"] == {
+        "name": "koordinator-webhook-service",
+        "namespace": "koordinator-system",
+        "path": "/mutate-pod",
+    }
     assert len(json.loads(m["metadata"]["annotations"]["template"])) == 2
     c.sync()  # nothing to do the second time
     assert reloads == [1]
@@ -145,7 +154,9 @@ def test_an_invalid_secret_is_replaced(cluster: MemoryCluster, tmp_path: Path) -
     assert reloads == [1, 1]
 
 
-def test_host_turns_the_service_into_a_url_and_uses_the_fs_writer(cluster: MemoryCluster, tmp_path: Path) -> None:
+def test_host_turns_the_service_into_a_url_and_uses_the_fs_writer(
+    cluster: MemoryCluster, tmp_path: Path
+) -> None:
     c, _ = _controller(cluster, tmp_path, host="127.0.0.1", port=9443)
     c.sync()
     assert cluster.try_get("Secret", "koordinator-webhook-certs", "koordinator-system") is None

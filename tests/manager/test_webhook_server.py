@@ -62,7 +62,9 @@ def review(obj: dict[str, Any] | None, op: str = "CREATE", resource: str = "pods
     }
     if obj is not None:
         request["object"] = obj
-    return json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}).encode()
+    return json.dumps(
+        {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
+    ).encode()
 
 
 def answer(d: Dispatcher, path: str, body: bytes) -> dict[str, Any]:
@@ -82,8 +84,14 @@ def dispatcher() -> Dispatcher:
         (b"", "request body is empty"),
         (b"{not json", "request body is not JSON"),
         (b"[]", "AdmissionReview: expected an object"),
-        (json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}).encode(), "has no request"),
-        (json.dumps({"kind": "AdmissionReview", "request": {"uid": "x", "operation": "EAT"}}).encode(), "EAT"),
+        (
+            json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}).encode(),
+            "has no request",
+        ),
+        (
+            json.dumps({"kind": "AdmissionReview", "request": {"uid": "x", "operation": "EAT"}}).encode(),
+            "EAT",
+        ),
         (json.dumps({"kind": "AdmissionReview", "request": {"operation": "CREATE"}}).encode(), "uid"),
         (json.dumps({"apiVersion": "v9", "request": {}}).encode(), "apiVersion"),
     ],
@@ -128,7 +136,11 @@ def test_a_request_without_object_is_a_bad_request(dispatcher: Dispatcher) -> No
 def test_a_denial_carries_its_reason(dispatcher: Dispatcher) -> None:
     response = answer(dispatcher, "/validate-pod", review({"metadata": {"name": "deny"}}))
     assert response["allowed"] is False
-    assert response["status"] == {"code": 403, "message": "pods named deny are refused", "reason": "Forbidden"}
+    assert response["status"] == {
+        "code": 403,
+        "message": "pods named deny are refused",
+        "reason": "Forbidden",
+    }
 
 
 def test_a_raising_handler_fails_closed_with_the_reason(dispatcher: Dispatcher) -> None:
@@ -226,13 +238,17 @@ def tls_server(tmp_path: Path, dispatcher: Dispatcher) -> Iterator[tuple[Webhook
 
 
 def _connect(port: int, ca: bytes) -> http.client.HTTPSConnection:
-    return http.client.HTTPSConnection("127.0.0.1", port, context=ssl.create_default_context(cadata=ca.decode()))
+    return http.client.HTTPSConnection(
+        "127.0.0.1", port, context=ssl.create_default_context(cadata=ca.decode())
+    )
 
 
 def test_tls_round_trip_and_unknown_paths(tls_server: tuple[WebhookServer, bytes]) -> None:
     server, ca = tls_server
     conn = _connect(server.port, ca)
-    conn.request("POST", "/mutate-pod", review({"metadata": {"name": "p"}}), {"Content-Type": "application/json"})
+    conn.request(
+        "POST", "/mutate-pod", review({"metadata": {"name": "p"}}), {"Content-Type": "application/json"}
+    )
     resp = conn.getresponse()
     assert resp.status == 200 and json.loads(resp.read())["response"]["allowed"] is True
     conn.request("POST", "/nowhere", b"{}", {"Content-Type": "application/json"})
@@ -273,7 +289,10 @@ def test_200_concurrent_requests_are_all_answered(tls_server: tuple[WebhookServe
         conn.connect()
         barrier.wait(timeout=60)
         conn.request(
-            "POST", "/mutate-pod", review({"metadata": {"name": f"p{i}"}}), {"Content-Type": "application/json"}
+            "POST",
+            "/mutate-pod",
+            review({"metadata": {"name": f"p{i}"}}),
+            {"Content-Type": "application/json"},
         )
         resp = conn.getresponse()
         ok = resp.status == 200 and json.loads(resp.read())["response"]["allowed"] is True
