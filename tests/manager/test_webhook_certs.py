@@ -171,7 +171,7 @@ def test_external_certificates_are_checked_not_replaced(cluster: MemoryCluster, 
     expired = certs.generate(DNS, now=dt.datetime.now(dt.UTC) - dt.timedelta(days=3700))
     certs.write_dir(tmp_path / "certs", expired)
     c, _ = _controller(cluster, tmp_path, cert_writer="external")
-    with pytest.raises(CertificateProblem, match="externally managed.*expired at"):
+    with pytest.raises(CertificateProblem, match=r"externally managed.*expired at"):
         c.sync()
     assert certs.read_dir(tmp_path / "certs") == expired
     assert not c.initialized.is_set()

@@ -145,7 +145,8 @@ CASES: list[tuple[str, str, dict[str, Any] | None, dict[str, Any], bool, str, bo
         None,
         pod({QOS: "BE"}, PROD_MAX),
         False,
-        "Pod: Forbidden: koordinator.sh/qosClass=BE and priorityClass=koord-prod cannot be used in combination",
+        "Pod: Forbidden: koordinator.sh/qosClass=BE and priorityClass=koord-prod "
+        "cannot be used in combination",
         False,
     ),
     (
@@ -154,7 +155,8 @@ CASES: list[tuple[str, str, dict[str, Any] | None, dict[str, Any], bool, str, bo
         None,
         pod({QOS: "LSR"}, BATCH_MAX, requests={"cpu": "1"}),
         False,
-        "Pod: Forbidden: koordinator.sh/qosClass=LSR and priorityClass=koord-batch cannot be used in combination",
+        "Pod: Forbidden: koordinator.sh/qosClass=LSR and priorityClass=koord-batch "
+        "cannot be used in combination",
         False,
     ),
     (
@@ -163,7 +165,8 @@ CASES: list[tuple[str, str, dict[str, Any] | None, dict[str, Any], bool, str, bo
         None,
         pod({QOS: "LSR"}, MID_MAX, requests={"cpu": "1"}),
         False,
-        "Pod: Forbidden: koordinator.sh/qosClass=LSR and priorityClass=koord-mid cannot be used in combination",
+        "Pod: Forbidden: koordinator.sh/qosClass=LSR and priorityClass=koord-mid "
+        "cannot be used in combination",
         False,
     ),
     (
@@ -172,7 +175,8 @@ CASES: list[tuple[str, str, dict[str, Any] | None, dict[str, Any], bool, str, bo
         None,
         pod({QOS: "LSR"}, FREE_MAX, requests={"cpu": "1"}),
         False,
-        "Pod: Forbidden: koordinator.sh/qosClass=LSR and priorityClass=koord-free cannot be used in combination",
+        "Pod: Forbidden: koordinator.sh/qosClass=LSR and priorityClass=koord-free "
+        "cannot be used in combination",
         False,
     ),
     (
@@ -209,8 +213,8 @@ CASES: list[tuple[str, str, dict[str, Any] | None, dict[str, Any], bool, str, bo
             requests={"cpu": "100m", "memory": "0Gi"},
         ),
         False,
-        'pod.spec.containers[*].resources.requests: Invalid value: "100m": the requested CPUs of LSR Pod must '
-        "be integer",
+        'pod.spec.containers[*].resources.requests: Invalid value: "100m": '
+        "the requested CPUs of LSR Pod must be integer",
         False,
     ),
 ]
