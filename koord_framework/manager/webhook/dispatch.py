@@ -22,7 +22,7 @@ from koord_framework.manager.webhook.review import (
     review_body,
 )
 
-__all__ = ["Dispatcher", "UnknownPath"]
+__all__ = ["Dispatcher", "UnknownPath", "object_shape_problem"]
 
 log = logging.getLogger("koord.manager.webhook")
 
@@ -93,10 +93,13 @@ class Dispatcher:
             return denied(
                 request.uid, f"{request.operation} {_describe(request)}: request has no object", 400
             )
+        shape = object_shape_problem(source)
+        if shape:
+            return denied(request.uid, f"{_describe(request)}: {shape}", 400)
         mutating = active[0].mutating
         # A JSON round trip copies a decoded object several times faster than copy.deepcopy.
         obj: dict[str, Any] = json.loads(json.dumps(source)) if mutating else dict(source)
-        if mutating and not obj.get("metadata", {}).get("namespace") and request.namespace:
+        if mutating and not (obj.get("metadata") or {}).get("namespace") and request.namespace:
             # Handlers see the request's namespace (Koordinator fills it in and keeps it out of the patch).
             obj = {**obj, "metadata": {**(obj.get("metadata") or {}), "namespace": request.namespace}}
             filled = True
@@ -125,6 +128,35 @@ class Dispatcher:
         if filled:
             obj["metadata"].pop("namespace", None)
         return patched(request.uid, create_patch(source, obj), warnings)
+
+
+def _string_map_problem(value: Any, where: str) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, dict):
+        return f"{where}: must be an object, got {type(value).__name__}"
+    for k, v in value.items():
+        if not isinstance(v, str):
+            return f"{where}[{k}]: must be a string, got {type(v).__name__}"
+    return ""
+
+
+def object_shape_problem(obj: Mapping[str, Any]) -> str:
+    """What makes ``obj`` not a Kubernetes object every handler can read (``""``: nothing): metadata an
+    object with string-to-string labels and annotations, spec an object. The API server checks this before
+    calling a webhook; a hand-made review may not."""
+    meta = obj.get("metadata")
+    if meta is not None and not isinstance(meta, dict):
+        return f"metadata: must be an object, got {type(meta).__name__}"
+    meta = meta or {}
+    for key in ("labels", "annotations"):
+        problem = _string_map_problem(meta.get(key), f"metadata.{key}")
+        if problem:
+            return problem
+    spec = obj.get("spec")
+    if spec is not None and not isinstance(spec, dict):
+        return f"spec: must be an object, got {type(spec).__name__}"
+    return ""
 
 
 def _describe(request: AdmissionRequest) -> str:

@@ -174,11 +174,19 @@ def extended_resource_spec(pod: Mapping[str, Any]) -> dict[str, Any]:
     container's batch-cpu / batch-memory requests and limits (init containers and overhead not counted, as
     Koordinator)."""
     containers: dict[str, Any] = {}
-    for c in (pod.get("spec") or {}).get("containers") or []:
+    found = (pod.get("spec") or {}).get("containers") or []
+    if not isinstance(found, list):
+        raise ValueError("spec.containers: must be a list")
+    for i, c in enumerate(found):
+        if not isinstance(c, Mapping) or not isinstance(c.get("resources") or {}, Mapping):
+            raise ValueError(f"spec.containers[{i}]: must be an object with resources an object")
         resources = c.get("resources") or {}
         entry: dict[str, Any] = {}
         for part in ("limits", "requests"):
-            values = {n: resources[part][n] for n in BATCH_RESOURCES if n in (resources.get(part) or {})}
+            values_in = resources.get(part) or {}
+            if not isinstance(values_in, Mapping):
+                raise ValueError(f"spec.containers[{i}].resources.{part}: must be an object")
+            values = {n: values_in[n] for n in BATCH_RESOURCES if n in values_in}
             if values:
                 entry[part] = values
         if entry:

@@ -31,21 +31,41 @@ def _quantity(raw: Any, where: str) -> int:
         raise ValueError(f"{where}: {exc}") from None
 
 
+def container_requests(spec: Mapping[str, Any], field: str) -> list[tuple[str, Mapping[str, Any]]]:
+    """(path, requests) of each container of ``spec[field]``; ``ValueError`` naming a malformed one."""
+    containers = spec.get(field) or []
+    if not isinstance(containers, list):
+        raise ValueError(f"spec.{field}: must be a list")
+    out = []
+    for i, c in enumerate(containers):
+        where = f"spec.{field}[{i}]"
+        if not isinstance(c, Mapping):
+            raise ValueError(f"{where}: must be an object")
+        resources = c.get("resources") or {}
+        if not isinstance(resources, Mapping):
+            raise ValueError(f"{where}.resources: must be an object")
+        requests = resources.get("requests") or {}
+        if not isinstance(requests, Mapping):
+            raise ValueError(f"{where}.resources.requests: must be an object")
+        out.append((f"{where}.resources.requests", requests))
+    return out
+
+
 def pod_request(pod: Mapping[str, Any]) -> dict[str, int]:
     """``util.GetPodRequest`` in milli units: the containers' requests summed, each resource raised to the
     largest init container's request, plus the overhead."""
     spec = pod.get("spec") or {}
     total: dict[str, int] = {}
-    for i, c in enumerate(spec.get("containers") or []):
-        for name, raw in ((c.get("resources") or {}).get("requests") or {}).items():
-            total[name] = total.get(name, 0) + _quantity(
-                raw, f"spec.containers[{i}].resources.requests.{name}"
-            )
-    for i, c in enumerate(spec.get("initContainers") or []):
-        for name, raw in ((c.get("resources") or {}).get("requests") or {}).items():
-            v = _quantity(raw, f"spec.initContainers[{i}].resources.requests.{name}")
-            total[name] = max(total.get(name, 0), v)
-    for name, raw in (spec.get("overhead") or {}).items():
+    for where, requests in container_requests(spec, "containers"):
+        for name, raw in requests.items():
+            total[name] = total.get(name, 0) + _quantity(raw, f"{where}.{name}")
+    for where, requests in container_requests(spec, "initContainers"):
+        for name, raw in requests.items():
+            total[name] = max(total.get(name, 0), _quantity(raw, f"{where}.{name}"))
+    overhead = spec.get("overhead") or {}
+    if not isinstance(overhead, Mapping):
+        raise ValueError("spec.overhead: must be an object")
+    for name, raw in overhead.items():
         total[name] = total.get(name, 0) + _quantity(raw, f"spec.overhead.{name}")
     return total
 
