@@ -516,8 +516,7 @@ class AdmissionHandlerConformance(PluginConformance):
     """What the handler's lister returns, by kind (profiles, namespaces, ...)."""
 
     def _handler(self) -> Any:
-        handler = self.plugin_class()
-
+        handler: Any = self.plugin_class()
         objects = self.cluster_objects
 
         class _Lister:

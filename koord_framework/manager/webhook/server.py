@@ -41,14 +41,15 @@ class _Handler(BaseHTTPRequestHandler):
         log.debug("webhook %s: " + format, self.client_address[0], *args)
 
     def _send(self, status: int, body: bytes, ctype: str = "application/json") -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
-        # Headers and body in one write (one TLS record): with two, Nagle's algorithm and the client's
-        # delayed ACK hold the body back ~40 ms.
-        self._headers_buffer.append(b"\r\n")
-        self._headers_buffer.append(body)
-        self.flush_headers()
+        self.log_request(status)
+        # Status line, headers and body in one write (one TLS record): in two, Nagle's algorithm and the
+        # client's delayed ACK hold the body back ~40 ms.
+        head = (
+            f"{self.protocol_version} {status} {HTTPStatus(status).phrase}\r\n"
+            f"Content-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
+            f"Date: {self.date_time_string()}\r\n\r\n"
+        )
+        self.wfile.write(head.encode("latin-1") + body)
 
     def _text(self, status: int, message: str) -> None:
         self._send(status, (message + "\n").encode(), "text/plain; charset=utf-8")

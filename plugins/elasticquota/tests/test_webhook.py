@@ -1,4 +1,4 @@
-"""ElasticQuotaValidation: the quota checks of ``validation.validate_quota`` served as an admission webhook."""
+"""ElasticQuotaValidation: the checks of ``validation.validate_quota`` served as an admission webhook."""
 
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ def test_a_good_quota_is_allowed() -> None:
 
 
 def test_min_above_max_is_denied_naming_quota_and_field() -> None:
-    with pytest.raises(Denied, match="ElasticQuota a: .*min"):
+    with pytest.raises(Denied, match=r"ElasticQuota a: .*min"):
         admit(quota("a", "4", "2"), [])
 
 
