@@ -67,6 +67,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/deviceshare.py
 	$(BIN)/python -m bench.manager
 	$(BIN)/python bench/runtime_proxy.py
+	$(BIN)/python -m bench.manager_webhook
 
 # Regenerate the committed gRPC modules of the runtime hook API (RuntimeHookService) from its .proto.
 HOOK_PROTO := koord_framework/koordlet/runtimehooks/proto/api.proto

@@ -61,6 +61,7 @@ PUBLIC_MODULES: dict[str, str] = {
     # --- manager ---
     "koord_framework.manager.noderesource": "NodeResourcePlugin, ResourceItem, ResourceMetrics: calculators",
     "koord_framework.manager.colocation": "ColocationStrategy: the colocation-config model and its merge",
+    "koord_framework.manager.webhook.admission": "AdmissionHandler, AdmissionRequest, Denied: webhooks",
 }
 """Public module (or ``package.**``) → what a plugin finds there (the list ``docs/writing-plugins.md``
 shows)."""

@@ -23,6 +23,7 @@ GROUPS: dict[str, str] = {
     "qos": "koord.koordlet.qos",
     "runtimehooks": "koord.koordlet.runtimehooks",
     "noderesource": "koord.manager.noderesource",
+    "webhooks": "koord.manager.webhooks",
 }
 """Short component name -> entry-point group."""
 

@@ -45,6 +45,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from koord_framework.cli.common import UsageError, bad_input, parse_now
+from koord_framework.cli.manager_webhook import add_webhook_flags, start_webhook
 from koord_framework.cluster.clock import VirtualClock, parse_time
 from koord_framework.cluster.manifests import load_documents
 from koord_framework.cluster.port import ClusterPort
@@ -91,6 +92,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--write-state", metavar="DIR", help="--once: write the resulting cluster as manifests (for simulate)"
     )
     parser.add_argument("--resync", type=float, default=60.0, metavar="SECONDS", help="full resync period")
+    add_webhook_flags(parser)
     parser.set_defaults(func=run)
 
 
@@ -174,6 +176,13 @@ def run(
             identity=args.identity or f"{socket.gethostname()}_{uuid.uuid4()}",
         )
     try:
+        webhook = start_webhook(port, args)
+    except KoordError as exc:
+        close = getattr(port, "close", None)
+        if callable(close):
+            close()
+        return bad_input("manager", str(exc))
+    try:
         runner = ComponentRunner(
             "manager",
             build,
@@ -185,6 +194,8 @@ def run(
         )
         return runner.run(stop)
     finally:
+        if webhook is not None:
+            webhook.close()
         close = getattr(port, "close", None)
         if callable(close):
             close()

@@ -116,6 +116,22 @@ CORE_KINDS: tuple[KindInfo, ...] = (
     _core("StatefulSet", "apps", "v1", "statefulsets", True),
     _core("DaemonSet", "apps", "v1", "daemonsets", True),
     _core("Job", "batch", "v1", "jobs", True),
+    # koord-manager's webhook certificates and the webhook configurations whose caBundle it keeps.
+    _core("Secret", "", "v1", "secrets", True),
+    _core(
+        "MutatingWebhookConfiguration",
+        "admissionregistration.k8s.io",
+        "v1",
+        "mutatingwebhookconfigurations",
+        False,
+    ),
+    _core(
+        "ValidatingWebhookConfiguration",
+        "admissionregistration.k8s.io",
+        "v1",
+        "validatingwebhookconfigurations",
+        False,
+    ),
 )
 """The Kubernetes kinds the framework itself reads and writes."""
 
@@ -124,7 +140,7 @@ KOORDINATOR_KINDS: tuple[KindInfo, ...] = (
     # the koordlet writes NodeMetric and NodeResourceTopology and reads NodeSLO, the descheduler's
     # node-usage code reads NodeMetric. Their validators are ``cluster.manifest_checks``' (attached by
     # ``KindRegistry.builtin``). ElasticQuota, PodGroup, Device and Reservation are contributed by their
-    # plugins (``KIND_DISTRIBUTIONS``).
+    # plugins (``KIND_DISTRIBUTIONS``), as is ClusterColocationProfile (koord-plugin-colocationprofile).
     _koordinator("NodeMetric", "slo.koordinator.sh", "v1alpha1", "nodemetrics", False),
     _koordinator("NodeSLO", "slo.koordinator.sh", "v1alpha1", "nodeslos", False),
     _koordinator(
@@ -145,9 +161,6 @@ KOORDINATOR_KINDS: tuple[KindInfo, ...] = (
             PrinterColumn("NewPod", ".status.podRef.name"),
             PrinterColumn("TTL", ".spec.ttl"),
         ),
-    ),
-    _koordinator(
-        "ClusterColocationProfile", "config.koordinator.sh", "v1alpha1", "clustercolocationprofiles", False
     ),
     _koordinator(
         "NodeResourceTopology",
@@ -171,6 +184,7 @@ KIND_DISTRIBUTIONS: Mapping[str, str] = MappingProxyType(
         "PodGroup": "koord-plugin-coscheduling",
         "Device": "koord-plugin-deviceshare",
         "Reservation": "koord-plugin-reservation",
+        "ClusterColocationProfile": "koord-plugin-colocationprofile",
     }
 )
 """Koordinator's kinds that a distribution of this project contributes (not the framework): what to install

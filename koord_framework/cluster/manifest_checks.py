@@ -36,7 +36,6 @@ _POD_PHASES = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
 _CONDITION_STATUSES = ("True", "False", "Unknown")
 _TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 _AGGREGATION_TYPES = ("avg", "p50", "p90", "p95", "p99")
-_QOS_CLASSES = ("LSE", "LSR", "LS", "BE", "SYSTEM")
 
 
 def describe_type(value: Any) -> str:
@@ -442,18 +441,6 @@ def _check_pod_migration_job(c: _Checker, obj: dict[str, Any]) -> None:
     c.boolean(spec.get("paused"), "spec.paused")
 
 
-def _check_colocation_profile(c: _Checker, obj: dict[str, Any]) -> None:
-    spec = c.mapping(obj.get("spec"), "spec")
-    c.selector(spec.get("namespaceSelector"), "spec.namespaceSelector")
-    c.selector(spec.get("selector"), "spec.selector")
-    c.string(spec.get("qosClass"), "spec.qosClass", choices=_QOS_CLASSES)
-    c.string(spec.get("priorityClassName"), "spec.priorityClassName")
-    c.string(spec.get("schedulerName"), "spec.schedulerName")
-    c.integer(spec.get("koordinatorPriority"), "spec.koordinatorPriority")
-    c.string_map(spec.get("labels"), "spec.labels")
-    c.string_map(spec.get("annotations"), "spec.annotations")
-
-
 def _check_topology(c: _Checker, obj: dict[str, Any]) -> None:
     c.strings(obj.get("topologyPolicies"), "topologyPolicies")
     for p, zone in c.items(obj.get("zones"), "zones"):
@@ -494,7 +481,6 @@ _KIND_CHECKS: dict[str, Callable[[_Checker, dict[str, Any]], None]] = {
     "DaemonSet": _check_workload,
     "Job": _check_workload,
     "PodMigrationJob": _check_pod_migration_job,
-    "ClusterColocationProfile": _check_colocation_profile,
     "NodeResourceTopology": _check_topology,
     "PriorityClass": _check_priority_class,
     "ConfigMap": _check_config_map,

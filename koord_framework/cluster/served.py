@@ -29,6 +29,7 @@ BUILTIN_GROUPS = frozenset(
         "storage.k8s.io",
         "node.k8s.io",
         "rbac.authorization.k8s.io",
+        "admissionregistration.k8s.io",
     }
 )
 """API groups Kubernetes serves itself; a kind of any other group comes from a CRD."""

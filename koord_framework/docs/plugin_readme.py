@@ -214,8 +214,8 @@ def _example_problems(body: str, text: str, section: Section, dist: PluginDistri
     for ep in dist.entry_points:
         if not re.search(rf"\b{re.escape(ep.name)}\b", content):
             problems.append(Problem("Example profile", f"{EXAMPLE_PROFILE} does not use {ep.name}"))
-    if all(ep.group == GROUPS["noderesource"] for ep in dist.entry_points):
-        # koord-manager's calculators have no profile: their settings are slo-controller-config.
+    if all(ep.group in (GROUPS["noderesource"], GROUPS["webhooks"]) for ep in dist.entry_points):
+        # koord-manager's calculators and webhooks have no profile: their settings are slo-controller-config.
         return problems + _slo_config_problems(profile)
     try:
         load_file(profile, registries=_with_own_plugins(dist))

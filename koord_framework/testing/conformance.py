@@ -23,6 +23,7 @@ seeded random worlds:
 
 from __future__ import annotations
 
+import base64
 import json
 import random
 import zlib
@@ -502,3 +503,115 @@ class NodeResourcePluginConformance(PluginConformance):
         strategy = ColocationStrategy.from_mapping({"enable": True})
         items = self._plugin().calculate(strategy, node, [], ResourceMetrics(None, 0.0))
         assert {i.name for i in items} <= set(self.plugin_class.resource_names)  # type: ignore[attr-defined]
+
+
+class AdmissionHandlerConformance(PluginConformance):
+    """koord-manager's admission handlers (``koord.manager.webhooks``): a path and policy the server can
+    serve, a registered feature gate, and on malformed or random objects only ``Denied`` or ``ValueError``
+    (a denial or a 400 answer) -- never another exception, which the server would turn into the handler's
+    failure policy -- and a mutated object that is still JSON."""
+
+    group: ClassVar[str] = "webhooks"
+    cluster_objects: ClassVar[dict[str, list[dict[str, Any]]]] = {}
+    """What the handler's lister returns, by kind (profiles, namespaces, ...)."""
+
+    def _handler(self) -> Any:
+        handler: Any = self.plugin_class()
+        objects = self.cluster_objects
+
+        class _Lister:
+            def get(self, kind: str, name: str, namespace: str = "") -> dict[str, Any] | None:
+                found = [o for o in objects.get(kind, []) if (o.get("metadata") or {}).get("name") == name]
+                return found[0] if found else None
+
+            def list(self, kind: str, namespace: str | None = None) -> list[dict[str, Any]]:
+                return list(objects.get(kind, []))
+
+        handler.bind(_Lister())
+        return handler
+
+    def test_path_policy_and_gate(self) -> None:
+        from koord_framework.featuregates import gates_for
+
+        cls: Any = self.plugin_class
+        assert cls.path.startswith("/"), f"path {cls.path!r} must start with '/'"
+        assert cls.failure_policy in ("Fail", "Ignore")
+        if cls.gate:
+            assert cls.gate in gates_for("manager").specs, f"gate {cls.gate} is not a koord-manager gate"
+
+    def _objects(self, rnd: random.Random) -> list[Any]:
+        values: list[Any] = [None, 1, "x", [], {"a": 1}, True]
+        out: list[Any] = [{}, {"metadata": None}, {"spec": None}, {"metadata": {"labels": None}}]
+        for _ in range(60):
+            obj: dict[str, Any] = {
+                "metadata": {
+                    "name": f"o{rnd.randrange(9)}",
+                    "namespace": rnd.choice(["default", "", "other"]),
+                    "labels": rnd.choice(
+                        [
+                            {},
+                            {"koordinator.sh/qosClass": rnd.choice(["BE", "LSR", "LS", "x"])},
+                            {"app": "a"},
+                            rnd.choice(values),
+                        ]
+                    ),
+                    "annotations": rnd.choice([{}, {"node.koordinator.sh/extended-resource-spec": "{bad"}]),
+                },
+                "spec": {
+                    "priority": rnd.choice([None, 0, 3500, 5500, 7500, 9500, "high"]),
+                    "containers": rnd.choice(
+                        [
+                            [],
+                            [
+                                {
+                                    "name": "c",
+                                    "resources": {
+                                        "requests": {
+                                            "cpu": rnd.choice(["1", "100m", "lots", 2]),
+                                            "memory": "1Gi",
+                                        }
+                                    },
+                                }
+                            ],
+                            [{"name": "c", "resources": {"limits": {"kubernetes.io/batch-cpu": "1000"}}}],
+                            [{"name": "c", "resources": rnd.choice(values)}],
+                            rnd.choice(values),
+                        ]
+                    ),
+                    "min": rnd.choice([None, {"cpu": "1"}, {"cpu": "bad"}]),
+                    "max": rnd.choice([None, {"cpu": "2"}, "x"]),
+                },
+            }
+            out.append(obj)
+        return out
+
+    def test_malformed_objects_are_denied_or_refused_cleanly(self) -> None:
+        from koord_framework.manager.webhook.admission import (
+            AdmissionRequest,
+            GroupVersionKind,
+            GroupVersionResource,
+        )
+        from koord_framework.manager.webhook.dispatch import Dispatcher
+
+        cls: Any = self.plugin_class
+        rnd = random.Random(zlib.crc32(cls.name.encode()))
+        handler = self._handler()
+        resource = (cls.resources or ("pods",))[0]
+        for obj in self._objects(rnd):
+            for op in ("CREATE", "UPDATE"):
+                request = AdmissionRequest(
+                    uid="u",
+                    kind=GroupVersionKind("", "v1", ""),
+                    resource=GroupVersionResource("", "v1", resource),
+                    operation=op,
+                    namespace="default",
+                    object=obj,
+                    old_object=obj if op == "UPDATE" else None,
+                )
+                response = Dispatcher.admit([handler], request)
+                status = response.get("status") or {}
+                assert response["allowed"] or status.get("code") in (400, 403), (
+                    f"{cls.name} raised on {op} {json.dumps(obj)[:300]}: {status.get('message')}"
+                )
+                if response.get("patch"):
+                    json.loads(base64.b64decode(response["patch"]))
