@@ -1,4 +1,4 @@
-"""The koordlet DaemonSet mounts exactly the host paths the koordlet reads under ``--host-root``, and no more."""
+"""The koordlet DaemonSet mounts exactly the host paths the koordlet uses under ``--host-root``, no more."""
 
 from __future__ import annotations
 
@@ -61,7 +61,8 @@ def test_mounts_are_the_host_paths_the_koordlet_uses_under_host_root() -> None:
 
 
 def test_kubelet_dir_follows_values() -> None:
-    pod = koordlet({"koordlet": {"hostDirs": {"kubeletLibDir": "/data/kubelet/"}}})["spec"]["template"]["spec"]
+    values = {"koordlet": {"hostDirs": {"kubeletLibDir": "/data/kubelet/"}}}
+    pod = koordlet(values)["spec"]["template"]["spec"]
     [volume] = [v for v in pod["volumes"] if v["name"] == "host-kubelet-rootdir"]
     assert volume["hostPath"]["path"] == "/data/kubelet/"
 
