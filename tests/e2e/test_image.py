@@ -175,10 +175,15 @@ def test_koord_native_is_compiled_into_the_image(podman: Podman) -> None:
 
 def test_simulate_the_example_cluster_as_on_the_host(podman: Podman) -> None:
     args = ("simulate", "--seed", "1", "--now", "2024-01-01T00:00:00Z")
+    # The profile the checkout's `make demo` uses (Koordinator's shipped ConfigMap), mounted like the cluster.
+    profile = ROOT / "configs" / "scheduler"
     done = podman.run(
-        *args, "--cluster", "/cluster", options=("--volume", f"{EXAMPLE_CLUSTER}:/cluster:ro,Z")
+        *args,
+        "--cluster=/cluster",
+        "--config=/profile/koord-scheduler.yaml",
+        options=("--volume", f"{EXAMPLE_CLUSTER}:/cluster:ro", "--volume", f"{profile}:/profile:ro"),
     )
-    host = _host_koord(*args, "--cluster", str(EXAMPLE_CLUSTER))
+    host = _host_koord(*args, f"--cluster={EXAMPLE_CLUSTER}", f"--config={profile / 'koord-scheduler.yaml'}")
     # The example cluster leaves pods unscheduled by design: exit 1 says so (see `make demo`).
     assert host.returncode in (0, 1), host.stderr
     assert done.returncode == host.returncode, _fail("koord simulate", done)

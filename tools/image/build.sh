@@ -91,6 +91,8 @@ for key in index-url extra-index-url find-links cert trusted-host default-timeou
   pip_args+=(--build-arg "$var=$value")
   for item in $value; do
     path=${item#file://}
+    # A local index's pages link to files beside it (/opt/pypi/simple -> ../files): mount its parent.
+    [ "$key" != index-url ] && [ "$key" != extra-index-url ] || path=$(dirname "${path%/}")
     case "$path" in
       /*) [ -e "$path" ] && mounts+=(--volume "$path:$path:ro") ;;
     esac
