@@ -38,10 +38,9 @@ RUN /opt/build/bin/pip wheel -q --no-build-isolation --wheel-dir /wheels . libs/
       /opt/build/bin/pip wheel -q --no-build-isolation --no-deps --wheel-dir /wheels ./native \
       || echo "koord-native not built: the image runs without it (Resctrl reports unsupported)"; \
     fi
+# pip compiles the modules as it installs them: the image's user cannot write bytecode at run time.
 RUN python3 -m venv --without-pip /opt/koord \
- && /opt/build/bin/pip --python /opt/koord/bin/python install -q --no-index --find-links /wheels /wheels/*.whl \
- && find /opt/koord -name __pycache__ -prune -exec rm -rf {} + \
- && /opt/koord/bin/python -m compileall -q /opt/koord/lib
+ && /opt/build/bin/pip --python /opt/koord/bin/python install -q --no-index --find-links /wheels /wheels/*.whl
 
 FROM ${BASE}
 LABEL org.opencontainers.image.title="koord" \

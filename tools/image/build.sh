@@ -100,14 +100,16 @@ for key in index-url extra-index-url find-links cert trusted-host default-timeou
 done
 
 # The image is keyed by what goes into it: the build context as git sees it (tracked and untracked files not
-# ignored; .dockerignore'd ones are not in the context anyway), the bases and the index settings.
+# ignored), less the top-level directories .dockerignore leaves out (tests, docs, ...), the bases and the
+# index settings.
+left_out=$(grep -E '^[A-Za-z0-9._-]+/?$' .dockerignore | sed 's|/$||' | paste -sd'|' -)
 context_hash=$(
   {
     if git -C "$ROOT" rev-parse --git-dir >/dev/null 2>&1; then
-      git -C "$ROOT" ls-files -z -co --exclude-standard | sort -z | xargs -0 -r sha256sum 2>/dev/null || true
+      git -C "$ROOT" ls-files -z -co --exclude-standard
     else
-      find . -path ./.git -prune -o -path ./.venv -prune -o -type f -print0 | sort -z | xargs -0 -r sha256sum
-    fi
+      find . -path ./.git -prune -o -path ./.venv -prune -o -type f -print0 | sed -z 's|^\./||'
+    fi | grep -zvE "^($left_out)/" | sort -z | xargs -0 -r sha256sum 2>/dev/null || true
     printf '%s\n' "$runtime_base" "$build_base" "${pip_args[@]}"
   } | sha256sum | cut -c1-16
 )
