@@ -240,8 +240,9 @@ def test_chart_mounts_fit_the_image(podman: Podman) -> None:
                         f"{where}: {arg} names a file no volume provides"
                     )
             security = c.get("securityContext") or {}
-            if workload["metadata"]["name"] == "koordlet":
-                assert security.get("runAsUser") == 0, "the koordlet writes cgroups and resctrl as root"
+            if workload["kind"] == "DaemonSet":
+                # The node agents (koordlet: cgroups, resctrl; device daemon: devices) run the image as root.
+                assert security.get("runAsUser") == 0, where
                 host_root = next(a.split("=", 1)[1] for a in c["args"] if a.startswith("--host-root="))
                 assert any(m.startswith(host_root + "/") for m in mounts)
             else:
