@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import shlex
 import subprocess
 import sys
@@ -173,6 +174,10 @@ def test_koord_native_is_compiled_into_the_image(podman: Podman) -> None:
     assert path.endswith(".so"), path
 
 
+def _untimed(text: str) -> str:
+    return re.sub(r" in [0-9.]+ s \([0-9.]+ pods/s\)", "", text)
+
+
 def test_simulate_the_example_cluster_as_on_the_host(podman: Podman) -> None:
     args = ("simulate", "--seed", "1", "--now", "2024-01-01T00:00:00Z")
     # The profile the checkout's `make demo` uses (Koordinator's shipped ConfigMap), mounted like the cluster.
@@ -187,7 +192,8 @@ def test_simulate_the_example_cluster_as_on_the_host(podman: Podman) -> None:
     # The example cluster leaves pods unscheduled by design: exit 1 says so (see `make demo`).
     assert host.returncode in (0, 1), host.stderr
     assert done.returncode == host.returncode, _fail("koord simulate", done)
-    assert done.stdout == host.stdout
+    # The same placements and reasons; only the summary's wall time differs.
+    assert _untimed(done.stdout) == _untimed(host.stdout)
     assert "Scheduled" in done.stdout
 
 
