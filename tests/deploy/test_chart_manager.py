@@ -199,3 +199,18 @@ def test_manager_rbac_is_what_it_does_and_no_more() -> None:
         assert binding["subjects"] == [
             {"kind": "ServiceAccount", "name": "koord-manager", "namespace": "koordinator-system"}
         ]
+
+
+def test_slo_controller_config_is_koordinators_and_the_manager_takes_it() -> None:
+    from koord_framework.manager.sloconfig import SLOConfig
+
+    objects = render({"installation": {"namespace": "koord"}})
+    config_map = find(objects, "ConfigMap", "slo-controller-config")
+    assert config_map["metadata"]["namespace"] == "koord"
+    manager = manager_container(objects)
+    assert "--config-namespace=koord" in manager["args"], "the manager reads it where the chart puts it"
+    assert set(config_map["data"]) == {"colocation-config", "resource-threshold-config"}
+    config = SLOConfig()
+    assert config.update(config_map["data"]) == [], "every key parses"
+    assert config.colocation({}).enable is True
+    assert config.strategy("resource-threshold-config", {})["enable"] is True
