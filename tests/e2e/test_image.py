@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import re
 import shlex
 import subprocess
@@ -115,9 +116,13 @@ def podman(image: str) -> Podman:
     return engine
 
 
-def _host_koord(*args: str) -> subprocess.CompletedProcess[str]:
+def _host_koord(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "koord_framework.cli.main", *args], capture_output=True, text=True, check=False
+        [sys.executable, "-m", "koord_framework.cli.main", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env,
     )
 
 
@@ -186,9 +191,18 @@ def test_simulate_the_example_cluster_as_on_the_host(podman: Podman) -> None:
         *args,
         "--cluster=/cluster",
         "--config=/profile/koord-scheduler.yaml",
-        options=("--volume", f"{EXAMPLE_CLUSTER}:/cluster:ro", "--volume", f"{profile}:/profile:ro"),
+        options=(
+            *("--volume", f"{EXAMPLE_CLUSTER}:/cluster:ro", "--volume", f"{profile}:/profile:ro"),
+            *("--env", "PYTHONHASHSEED=0"),
+        ),
     )
-    host = _host_koord(*args, f"--cluster={EXAMPLE_CLUSTER}", f"--config={profile / 'koord-scheduler.yaml'}")
+    # One hash seed for both: the quota table lists a quota's resources in set order.
+    host = _host_koord(
+        *args,
+        f"--cluster={EXAMPLE_CLUSTER}",
+        f"--config={profile / 'koord-scheduler.yaml'}",
+        env={**os.environ, "PYTHONHASHSEED": "0"},
+    )
     # The example cluster leaves pods unscheduled by design: exit 1 says so (see `make demo`).
     assert host.returncode in (0, 1), host.stderr
     assert done.returncode == host.returncode, _fail("koord simulate", done)
