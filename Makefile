@@ -7,7 +7,7 @@ LIBS := $(sort $(wildcard libs/*/pyproject.toml))
 NATIVE := $(wildcard native/pyproject.toml)
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test e2e lint types imports pytest bench install clean protos
+.PHONY: demo test e2e image lint types imports pytest bench install clean protos
 
 install: $(STAMP)
 
@@ -55,6 +55,11 @@ e2e: $(STAMP)
 	bash tests/e2e/setup.sh
 	BINS=kube-apiserver bash tests/e2e/build_apiserver.sh
 	$(BIN)/pytest -m e2e tests/e2e -q
+
+# The container image every component runs from (docs/image.md): buildah on mmdebstrap'd Debian bookworm
+# bases, no registry. Installs its tools from Debian's packages on first use (root); cached after that.
+image:
+	bash tools/image/build.sh
 
 bench: $(STAMP)
 	$(BIN)/python -m bench --check

@@ -22,6 +22,7 @@ CHART = ROOT / "configs" / "helm" / "koord"
 NAMESPACED = {
     "ServiceAccount",
     "ConfigMap",
+    "Secret",
     "Deployment",
     "DaemonSet",
     "Service",
