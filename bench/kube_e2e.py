@@ -99,6 +99,9 @@ class Result:
     cpu_seconds: float = 0.0
     """User + system CPU of the scheduler process from its start until the last binding."""
     cpu_ms_per_pod: float = 0.0
+    """CPU between the first and the last binding per pod bound in between (start-up excluded)."""
+    total_cpu_ms_per_pod: float = 0.0
+    """``cpu_seconds`` per pod (start-up included)."""
     peak_rss_mb: float = 0.0
     apiserver_cpu_seconds: float = 0.0
     """CPU of kube-apiserver + etcd during the same interval."""
@@ -157,6 +160,71 @@ def cpu_seconds(pid: int) -> float:
     except OSError:
         return 0.0
     return (int(fields[11]) + int(fields[12])) / _TICKS
+
+
+class CpuSampler:
+    """Samples a process's CPU seconds every ``interval`` so that CPU between two instants can be read."""
+
+    def __init__(self, pid: int, interval: float = 0.05) -> None:
+        self.pid = pid
+        self.samples: list[tuple[float, float]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(interval,), daemon=True)
+        self._thread.start()
+
+    def _run(self, interval: float) -> None:
+        while not self._stop.is_set():
+            self.samples.append((time.monotonic(), cpu_seconds(self.pid)))
+            self._stop.wait(interval)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def at(self, when: float) -> float:
+        """CPU seconds at ``when`` (the nearest sample not after it)."""
+        best = 0.0
+        for t, cpu in self.samples:
+            if t > when:
+                break
+            best = cpu
+        return best
+
+
+def thread_cpu(pid: int) -> dict[int, float]:
+    """CPU seconds of each thread of a live process, by thread id (from /proc: the kernel's accounting)."""
+    out: dict[int, float] = {}
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        out[int(task.name)] = (int(fields[11]) + int(fields[12])) / _TICKS
+    return out
+
+
+def thread_names(profile: Path) -> dict[int, str]:
+    """Python thread names by thread id, from a py-spy raw profile (``thread (TID): NAME;...``)."""
+    names: dict[int, str] = {}
+    if profile.exists():
+        for line in profile.read_text().splitlines():
+            head = line.split(";", 1)[0]
+            if head.startswith("thread (") and "):" in head:
+                tid, name = head[len("thread (") :].split("):", 1)
+                names[int(tid)] = name.strip()
+    return names
+
+
+def start_profile(pid: int, out: Path) -> subprocess.Popen[bytes] | None:
+    """py-spy (a dev tool, ``pip install py-spy``) sampling the thread holding the GIL in ``pid``: where the
+    Python CPU goes (the kernel's per-thread figures are printed beside it)."""
+    spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    if not Path(spy).exists():
+        print("  --profile needs py-spy (pip install py-spy)", file=sys.stderr)
+        return None
+    args = [spy, "record", "--pid", str(pid), "--threads", "--gil", "--rate", "250", "--format", "raw"]
+    args += ["--nonblocking", "--output", str(out)]
+    return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def peak_rss_mb(pid: int) -> float:
@@ -251,7 +319,11 @@ def start_scheduler(
 ) -> subprocess.Popen[bytes]:
     log = open(workdir / f"{kind}-scheduler.log", "wb")  # noqa: SIM115 - handed to the child
     if kind == "ceiling":
-        args = [sys.executable, str(ROOT / "bench" / "nologic_binder.py"), f"--kubeconfig={server.kubeconfig}"]
+        args = [
+            sys.executable,
+            str(ROOT / "bench" / "nologic_binder.py"),
+            f"--kubeconfig={server.kubeconfig}",
+        ]
         args.append(f"--scheduler-name={SCHEDULER_NAMES[kind]}")
     elif kind in KOORD_KINDS:
         config = workdir / "koord-scheduler.yaml"
@@ -342,10 +414,37 @@ def run_one(
         server_pids = [p.pid for p in server.processes.values()]
         server_cpu = sum(cpu_seconds(pid) for pid in server_pids)
         proc = start_scheduler(kind, server, workdir, bins, qps)
+        sampler = CpuSampler(proc.pid)
+        spy = None
+        per_thread: dict[int, float] = {}
+        profile_file = Path(args.profile or ".") / f"{kind}-{qps}-{pods}-{run}.txt"
+        if args.profile:
+            # From the first binding on: the steady state, not the imports and the initial lists.
+            while not watch.bound and proc.poll() is None and time.monotonic() - started < args.timeout:
+                time.sleep(0.02)
+            per_thread = thread_cpu(proc.pid)
+            spy = start_profile(proc.pid, profile_file)
         if not watch.wait_bound(set(names), args.timeout, proc):
             result.notes.append(f"only {len(watch.bound)} of {pods} bound (scheduler exit: {proc.poll()})")
+        sampler.stop()
+        if args.profile:
+            after = thread_cpu(proc.pid)
+        if spy is not None:
+            spy.send_signal(signal.SIGINT)
+            spy.wait(60)
+        if args.profile:
+            named = thread_names(profile_file)
+            by_name: dict[str, float] = {}
+            for tid, cpu in after.items():
+                name = named.get(tid, f"tid {tid}")
+                name = name.rstrip("0123456789").rstrip("_-") or name  # binder_7 -> binder
+                by_name[name] = by_name.get(name, 0.0) + cpu - per_thread.get(tid, 0.0)
+            total = sum(by_name.values()) or 1.0
+            print(f"  CPU per thread from the first binding on ({total:.2f} s):", flush=True)
+            for name, cpu in sorted(by_name.items(), key=lambda kv: -kv[1])[:12]:
+                print(f"    {cpu:7.2f} s {100 * cpu / total:5.1f} %  {name}", flush=True)
         result.cpu_seconds = round(cpu_seconds(proc.pid), 2)
-        result.cpu_ms_per_pod = round(1000 * result.cpu_seconds / max(1, len(watch.bound)), 3)
+        result.total_cpu_ms_per_pod = round(1000 * result.cpu_seconds / max(1, len(watch.bound)), 3)
         result.peak_rss_mb = round(peak_rss_mb(proc.pid), 1)
         result.apiserver_cpu_seconds = round(sum(cpu_seconds(pid) for pid in server_pids) - server_cpu, 2)
         result.load_average = round(os.getloadavg()[0], 2)
@@ -353,6 +452,8 @@ def run_one(
         if times:
             result.all_bound_seconds = round(times[-1] - started, 2)
             result.first_bind_seconds = round(times[0] - started, 2)
+            span_cpu = sampler.at(times[-1] + 0.05) - sampler.at(times[0])
+            result.cpu_ms_per_pod = round(1000 * span_cpu / max(1, len(times) - 1), 3)
             span = times[-1] - times[0]
             result.pods_per_second = round((len(times) - 1) / span, 1) if span > 0 else float(len(times))
         if args.stream:
@@ -419,6 +520,7 @@ def summarize(results: list[Result]) -> list[dict[str, Any]]:
                 "runs": len(runs),
                 "pods_per_second": _median([r.pods_per_second for r in runs]),
                 "cpu_ms_per_pod": _median([r.cpu_ms_per_pod for r in runs]),
+                "total_cpu_ms_per_pod": _median([r.total_cpu_ms_per_pod for r in runs]),
                 "first_bind_seconds": _median([r.first_bind_seconds for r in runs]),
                 "peak_rss_mb": _median([r.peak_rss_mb for r in runs]),
                 "vs_ceiling": _median([v / ceiling[k] for k, v in mine.items() if ceiling.get(k)]),
@@ -446,7 +548,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=300.0)
     parser.add_argument("--output", help="write the results as JSON here")
     parser.add_argument("--keep", action="store_true", help="keep the working directories (logs)")
+    parser.add_argument("--profile", metavar="DIR", help="py-spy each scheduler's threads into DIR")
     args = parser.parse_args(argv)
+    if args.profile:
+        Path(args.profile).mkdir(parents=True, exist_ok=True)
     kinds = [k.strip() for k in args.schedulers.split(",") if k.strip()]
     unknown = [k for k in kinds if k not in SCHEDULER_NAMES]
     if unknown:
@@ -461,7 +566,9 @@ def main(argv: list[str] | None = None) -> int:
     for pods in (int(p) for p in args.pods.split(",")):
         for run in range(args.repeat):
             for kind, qps in plan:
-                print(f"{kind} (qps {qps or '-'}): {args.nodes} nodes, {pods} pods, round {run + 1}", flush=True)
+                print(
+                    f"{kind} (qps {qps or '-'}): {args.nodes} nodes, {pods} pods, round {run + 1}", flush=True
+                )
                 results.append(run_one(kind, args.nodes, pods, qps, args, bins, run))
                 r = results[-1]
                 print(
@@ -471,6 +578,7 @@ def main(argv: list[str] | None = None) -> int:
                 )
     print()
     header = ("scheduler", "qps", "pods", "all bound s", "pods/s", "1st s", "CPU s", "ms/pod", "RSS MB")
+    # ms/pod: CPU between the first and the last binding per pod; CPU s: from the start (imports, lists)
     header += ("api CPU", "load", "p50 s", "p99 s")
     line = "{:<18} {:>5} {:>6} {:>11} {:>8} {:>6} {:>7} {:>7} {:>7} {:>7} {:>5} {:>6} {:>6}  "
     print(line.format(*header) + "notes")
@@ -482,11 +590,15 @@ def main(argv: list[str] | None = None) -> int:
     summary = summarize(results)
     print()
     print("medians (ratios: median of per-round ratios of pods/s)")
-    print("| scheduler | QPS | pods | runs | pods/s | CPU ms/pod | first bind s | peak RSS MB | x ceiling | x kube | load |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print(
+        "| scheduler | QPS | pods | runs | pods/s | CPU ms/pod | CPU ms/pod with start-up | first bind s"
+        " | peak RSS MB | x ceiling | x kube | load |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for row in summary:
         print(
             "| {scheduler} | {qps} | {pods} | {runs} | {pods_per_second:.0f} | {cpu_ms_per_pod:.2f} | "
+            "{total_cpu_ms_per_pod:.2f} | "
             "{first_bind_seconds:.2f} | {peak_rss_mb:.0f} | {vs_ceiling:.2f} | {vs_kube:.2f} | "
             "{load_average:.1f} |".format(**{**row, "qps": row["qps"] or "-"})
         )

@@ -173,7 +173,9 @@ class Binder:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--kubeconfig", required=True)
     parser.add_argument("--scheduler-name", default="no-logic-binder")
     parser.add_argument("--connections", type=int, default=16)
