@@ -4,8 +4,11 @@ The ``kubernetes`` client's ``RESTClientObject`` sends each request through urll
 request it parses the URL, looks the pool up by a normalised key, builds header dicts twice, checks the
 proxy environment, wraps the response and parses its headers with the ``email`` package. Measured on a
 real API server that is about 1 ms of CPU per bind, more than the scheduling cycle itself. This module
-keeps a small stack of ``http.client`` connections to the one API server and does only what a request
-needs: one ``send`` of headers and body, read the status, headers and the whole body.
+keeps a small stack of kept-alive connections (sockets, TLS from ``ssl``) to the one API server and does
+only what a request needs: one ``send`` of request line, headers and body; read the status line, the
+three headers that delimit the answer (``Content-Length``, ``Transfer-Encoding: chunked``, ``Connection``)
+and the whole body. ``http.client`` would parse every header with the ``email`` package, a quarter of
+what is left of a bind's CPU in Python after urllib3 is gone.
 
 What it honours from the client's ``Configuration``, as urllib3 would: the server's certificate is verified
 against ``ssl_ca_cert`` / ``ca_cert_data`` (or the system's CAs) unless ``verify_ssl`` is false; the host
@@ -21,31 +24,53 @@ urllib3 does; any other failure is the caller's.
 
 from __future__ import annotations
 
-import http.client
+import socket
 import ssl
 import threading
 from typing import Any
 from urllib.parse import urlsplit
 
-__all__ = ["LeanHttp"]
+__all__ = ["ConnectionClosedError", "HttpProtocolError", "LeanHttp"]
 
 Timeout = float | tuple[float, float] | None
 
-# Raised by a send or by reading the status line when the server had closed an idle kept-alive connection.
-_STALE = (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError, ConnectionAbortedError)
+_MAX_LINE = 65536
+_MAX_HEADERS = 200
 
 
-class _Connection(http.client.HTTPSConnection):
-    """HTTPS with the SNI / checked host name of ``tls_server_name`` when the kubeconfig sets one."""
+class ConnectionClosedError(ConnectionError):
+    """The server closed the connection before answering (an idle kept-alive connection it dropped)."""
 
-    def __init__(self, host: str, port: int, *, context: ssl.SSLContext, server_hostname: str | None) -> None:
-        super().__init__(host, port, context=context)
-        self._ctx = context
-        self._server_hostname = server_hostname or host
 
-    def connect(self) -> None:
-        http.client.HTTPConnection.connect(self)
-        self.sock = self._ctx.wrap_socket(self.sock, server_hostname=self._server_hostname)
+class HttpProtocolError(ConnectionError):
+    """An answer that is not HTTP/1.x as this client reads it."""
+
+
+# Failures that mean "the server had closed this idle connection", when nothing of the answer arrived yet.
+_STALE = (
+    ConnectionClosedError,
+    BrokenPipeError,
+    ConnectionResetError,
+    ConnectionAbortedError,
+    ssl.SSLEOFError,
+    ssl.SSLZeroReturnError,
+)
+
+
+class _Connection:
+    """One socket with a buffered reader over it."""
+
+    __slots__ = ("reader", "sock")
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.reader = sock.makefile("rb")
+
+    def close(self) -> None:
+        try:
+            self.reader.close()
+        finally:
+            self.sock.close()
 
 
 class LeanHttp:
@@ -58,13 +83,16 @@ class LeanHttp:
         self.port = url.port or (443 if self.https else 80)
         self.prefix = url.path.rstrip("/")
         """A path the server URL carries (``https://host/k8s``): requests go below it."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        default_port = 443 if self.https else 80
+        self._host_header = host if self.port == default_port else f"{host}:{self.port}"
         self.max_idle = max_idle
         self._context = _ssl_context(configuration) if self.https else None
-        self._server_hostname = str(configuration.tls_server_name or "") or None
-        self._idle: list[http.client.HTTPConnection] = []
+        self._server_hostname = str(configuration.tls_server_name or "") or self.host
+        self._idle: list[_Connection] = []
         self._lock = threading.Lock()
         self.opened = 0
-        """Connections opened so far (a test reads it to see that connections are reused)."""
+        """Connections opened so far (tests read it to see that connections are reused)."""
 
     @staticmethod
     def usable(configuration: Any) -> bool:
@@ -78,64 +106,155 @@ class LeanHttp:
             and configuration.retries is None
         )
 
-    def _new(self) -> http.client.HTTPConnection:
-        self.opened += 1
-        if self._context is not None:
-            return _Connection(
-                self.host, self.port, context=self._context, server_hostname=self._server_hostname
-            )
-        return http.client.HTTPConnection(self.host, self.port)
-
-    def _take(self) -> tuple[http.client.HTTPConnection, bool]:
+    # --- connections ---------------------------------------------------------------------------------
+    def _connect(self, timeout: float | None) -> _Connection:
+        sock = socket.create_connection((self.host, self.port), timeout)
+        try:
+            # One send per request, but the answer to a small one must not wait for a delayed ACK.
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self._context is not None:
+                sock = self._context.wrap_socket(sock, server_hostname=self._server_hostname)
+        except BaseException:
+            sock.close()
+            raise
         with self._lock:
-            if self._idle:
-                return self._idle.pop(), True
-        return self._new(), False
+            self.opened += 1
+        return _Connection(sock)
 
-    def _give_back(self, conn: http.client.HTTPConnection) -> None:
+    def _take(self) -> _Connection | None:
+        with self._lock:
+            return self._idle.pop() if self._idle else None
+
+    def _give_back(self, conn: _Connection) -> None:
         with self._lock:
             if len(self._idle) < self.max_idle:
                 self._idle.append(conn)
                 return
         conn.close()
 
-    def request(
-        self, method: str, path: str, headers: dict[str, str], body: bytes | None, timeout: Timeout
-    ) -> tuple[int, bytes]:
-        """Send one request and read its whole answer; ``(status, body)``. Connection failures raise
-        ``OSError`` or ``http.client.HTTPException``."""
-        connect_timeout, read_timeout = timeout if isinstance(timeout, tuple) else (timeout, timeout)
-        conn, reused = self._take()
-        while True:
-            try:
-                if conn.sock is None:
-                    conn.timeout = connect_timeout
-                    conn.connect()
-                assert conn.sock is not None
-                conn.sock.settimeout(read_timeout)
-                conn.request(method, self.prefix + path, body=body, headers=headers)
-                response = conn.getresponse()
-                data = response.read()
-            except _STALE:
-                conn.close()
-                if not reused:
-                    raise
-                conn, reused = self._new(), False  # the server closed it while idle: once more, fresh
-                continue
-            except BaseException:
-                conn.close()
-                raise
-            if response.will_close:
-                conn.close()
-            else:
-                self._give_back(conn)
-            return response.status, data
-
     def close(self) -> None:
         with self._lock:
             idle, self._idle = self._idle, []
         for conn in idle:
             conn.close()
+
+    # --- requests ------------------------------------------------------------------------------------
+    def request(
+        self, method: str, path: str, headers: dict[str, str], body: bytes | None, timeout: Timeout
+    ) -> tuple[int, bytes]:
+        """Send one request and read its whole answer; ``(status, body)``. Failures raise ``OSError``
+        (``ConnectionError`` for a closed connection or an unreadable answer, ``TimeoutError``)."""
+        connect_timeout, read_timeout = timeout if isinstance(timeout, tuple) else (timeout, timeout)
+        lines = [f"{method} {self.prefix}{path} HTTP/1.1", f"Host: {self._host_header}"]
+        lines += [f"{k}: {v}" for k, v in headers.items()]
+        if body is not None or method in ("POST", "PUT", "PATCH"):
+            lines.append(f"Content-Length: {len(body or b'')}")
+        payload = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + (body or b"")
+        conn = self._take()
+        reused = conn is not None
+        while True:
+            if conn is None:
+                conn = self._connect(connect_timeout)
+            answered = False
+            try:
+                conn.sock.settimeout(read_timeout)
+                conn.sock.sendall(payload)
+                status, fields = self._read_head(conn, method)
+                answered = True
+                data, keep = self._read_body(conn, method, status, fields)
+            except _STALE:
+                conn.close()
+                if answered or not reused:
+                    raise
+                conn, reused = None, False  # the server closed it while idle: once more, fresh
+                continue
+            except BaseException:
+                conn.close()
+                raise
+            if keep:
+                self._give_back(conn)
+            else:
+                conn.close()
+            return status, data
+
+    @staticmethod
+    def _read_line(conn: _Connection) -> bytes:
+        line = conn.reader.readline(_MAX_LINE + 1)
+        if len(line) > _MAX_LINE:
+            raise HttpProtocolError("header line too long")
+        return line
+
+    def _read_head(self, conn: _Connection, method: str) -> tuple[int, dict[str, str]]:
+        """The status and the headers this client acts on (lower-case names)."""
+        while True:
+            line = self._read_line(conn)
+            if not line:
+                raise ConnectionClosedError("the server closed the connection without an answer")
+            parts = line.split(None, 2)
+            if len(parts) < 2 or not parts[0].startswith(b"HTTP/1."):
+                raise HttpProtocolError(f"bad status line {line[:80]!r}")
+            try:
+                status = int(parts[1])
+            except ValueError as err:
+                raise HttpProtocolError(f"bad status line {line[:80]!r}") from err
+            fields: dict[str, str] = {"version": parts[0].decode("latin-1")}
+            for _ in range(_MAX_HEADERS):
+                line = self._read_line(conn)
+                if line in (b"\r\n", b"\n", b""):
+                    break
+                name, sep, value = line.partition(b":")
+                if not sep:
+                    continue
+                key = name.strip().lower().decode("latin-1")
+                if key in ("content-length", "transfer-encoding", "connection"):
+                    fields[key] = value.strip().decode("latin-1")
+            else:
+                raise HttpProtocolError("too many headers")
+            if 100 <= status < 200 and status != 101:
+                continue  # an interim answer (100 Continue): the real one follows
+            return status, fields
+
+    def _read_body(
+        self, conn: _Connection, method: str, status: int, fields: dict[str, str]
+    ) -> tuple[bytes, bool]:
+        """The body, and whether the connection may be used again."""
+        connection = fields.get("connection", "").lower()
+        keep = "close" not in connection and (fields["version"] != "HTTP/1.0" or "keep-alive" in connection)
+        if method == "HEAD" or status in (204, 304):
+            return b"", keep
+        if "chunked" in fields.get("transfer-encoding", "").lower():
+            return self._read_chunked(conn), keep
+        length = fields.get("content-length")
+        if length is None:
+            return conn.reader.read(), False  # delimited by the end of the connection
+        try:
+            size = int(length)
+        except ValueError as err:
+            raise HttpProtocolError(f"bad Content-Length {length!r}") from err
+        data = conn.reader.read(size)
+        if len(data) != size:
+            raise ConnectionClosedError(f"answer cut short: {len(data)} of {size} bytes")
+        return data, keep
+
+    def _read_chunked(self, conn: _Connection) -> bytes:
+        parts: list[bytes] = []
+        while True:
+            line = self._read_line(conn)
+            if not line:
+                raise ConnectionClosedError("answer cut short inside a chunk header")
+            try:
+                size = int(line.split(b";", 1)[0].strip(), 16)
+            except ValueError as err:
+                raise HttpProtocolError(f"bad chunk size {line[:40]!r}") from err
+            if size == 0:
+                while self._read_line(conn) not in (b"\r\n", b"\n", b""):
+                    pass  # trailers
+                return b"".join(parts)
+            chunk = conn.reader.read(size)
+            if len(chunk) != size:
+                raise ConnectionClosedError("answer cut short inside a chunk")
+            parts.append(chunk)
+            conn.reader.readline(_MAX_LINE)  # the CRLF after the chunk
 
 
 def _ssl_context(configuration: Any) -> ssl.SSLContext:

@@ -15,7 +15,6 @@ a ``status`` subresource is read from discovery rather than assumed.
 
 from __future__ import annotations
 
-import http.client
 import json
 import logging
 import os
@@ -222,7 +221,7 @@ class Transport:
                     data,
                     timeout if timeout is not None else self.request_timeout,
                 )
-            except (OSError, http.client.HTTPException) as err:
+            except OSError as err:
                 raise KubeApiError(0, "ConnectionError", f"{method} {path}: {err}") from err
         try:
             response = self.api_client.rest_client.request(
