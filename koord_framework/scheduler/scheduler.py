@@ -28,7 +28,6 @@ import random
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
@@ -67,6 +66,7 @@ from koord_framework.scheduler.nodeinfo import NodeInfo
 from koord_framework.scheduler.queue import SchedulingQueue
 from koord_framework.scheduler.status import SUCCESS, Code, Status
 from koord_framework.scheduler.table import Int64Array
+from koord_framework.scheduler.workers import Workers
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -434,7 +434,7 @@ class Scheduler:
         self._bindings: deque[Callable[[], None]] = deque()
         self._async = async_binding
         self._executor = (
-            ThreadPoolExecutor(max_workers=binding_workers, thread_name_prefix="binder")
+            Workers(binding_workers, "binder")
             if async_binding
             else None
         )
