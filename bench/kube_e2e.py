@@ -1,14 +1,15 @@
-"""Scheduling throughput and latency against a real kube-apiserver: koord, kube-scheduler v1.20 and the ceiling.
+"""Scheduling throughput against a real kube-apiserver: koord, kube-scheduler v1.20 and the ceiling.
 
-    python -m bench.kube_e2e [--nodes 1000] [--pods 1000,5000] [--schedulers ceiling,koord,koord-koordinator,kube]
-                             [--qps 5000,50] [--repeat 1] [--stream 500] [--stream-rate 100] [--output results.json]
+    python -m bench.kube_e2e [--nodes 1000] [--pods 1000,5000] [--qps 5000,50] [--repeat 1]
+                             [--schedulers ceiling,koord,koord-koordinator,kube]
+                             [--stream 500] [--stream-rate 100] [--output results.json] [--profile DIR]
 
 Schedulers:
 
 * ``ceiling``: ``bench/nologic_binder.py``, binding pods round-robin over 16 connections with no scheduling
   logic and no rate limit: what this machine's API server allows; every other figure is read against it;
-* ``koord``: koord-scheduler with kube-scheduler's default profile (``configs/scheduler/default-scheduler.yaml``
-  under the name ``koord-scheduler``);
+* ``koord``: koord-scheduler with kube-scheduler's default profile
+  (``configs/scheduler/default-scheduler.yaml`` under the name ``koord-scheduler``);
 * ``koord-koordinator``: koord-scheduler with Koordinator's shipped profile
   (``configs/scheduler/koord-scheduler.yaml``: LoadAwareScheduling on), each node with a fresh NodeMetric;
 * ``kube``: kube-scheduler v1.20 (built once by tests/e2e/build_apiserver.sh).
@@ -577,16 +578,16 @@ def main(argv: list[str] | None = None) -> int:
                     flush=True,
                 )
     print()
-    header = ("scheduler", "qps", "pods", "all bound s", "pods/s", "1st s", "CPU s", "ms/pod", "RSS MB")
     # ms/pod: CPU between the first and the last binding per pod; CPU s: from the start (imports, lists)
-    header += ("api CPU", "load", "p50 s", "p99 s")
+    header = ["scheduler", "qps", "pods", "all bound s", "pods/s", "1st s", "CPU s", "ms/pod", "RSS MB"]
+    header += ["api CPU", "load", "p50 s", "p99 s"]
     line = "{:<18} {:>5} {:>6} {:>11} {:>8} {:>6} {:>7} {:>7} {:>7} {:>7} {:>5} {:>6} {:>6}  "
     print(line.format(*header) + "notes")
     for r in results:
-        row = (r.scheduler, r.qps or "-", r.pods, r.all_bound_seconds, r.pods_per_second)
-        row += (r.first_bind_seconds, r.cpu_seconds, r.cpu_ms_per_pod, r.peak_rss_mb)
-        row += (r.apiserver_cpu_seconds, r.load_average, r.stream_p50, r.stream_p99)
-        print(line.format(*row) + "; ".join(r.notes))
+        cells: list[Any] = [r.scheduler, r.qps or "-", r.pods, r.all_bound_seconds, r.pods_per_second]
+        cells += [r.first_bind_seconds, r.cpu_seconds, r.cpu_ms_per_pod, r.peak_rss_mb]
+        cells += [r.apiserver_cpu_seconds, r.load_average, r.stream_p50, r.stream_p99]
+        print(line.format(*cells) + "; ".join(r.notes))
     summary = summarize(results)
     print()
     print("medians (ratios: median of per-round ratios of pods/s)")
@@ -595,12 +596,12 @@ def main(argv: list[str] | None = None) -> int:
         " | peak RSS MB | x ceiling | x kube | load |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for row in summary:
+    for entry in summary:
         print(
             "| {scheduler} | {qps} | {pods} | {runs} | {pods_per_second:.0f} | {cpu_ms_per_pod:.2f} | "
             "{total_cpu_ms_per_pod:.2f} | "
             "{first_bind_seconds:.2f} | {peak_rss_mb:.0f} | {vs_ceiling:.2f} | {vs_kube:.2f} | "
-            "{load_average:.1f} |".format(**{**row, "qps": row["qps"] or "-"})
+            "{load_average:.1f} |".format(**{**entry, "qps": entry["qps"] or "-"})
         )
     print(f"\n{len(results)} runs in {time.monotonic() - begin:.0f} s")
     if args.output:
