@@ -24,13 +24,15 @@ urllib3 does; any other failure is the caller's.
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import ssl
 import threading
+from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
-__all__ = ["ConnectionClosedError", "HttpProtocolError", "LeanHttp"]
+__all__ = ["ConnectionClosedError", "HttpProtocolError", "LeanHttp", "StreamedResponse"]
 
 Timeout = float | tuple[float, float] | None
 
@@ -145,11 +147,7 @@ class LeanHttp:
         """Send one request and read its whole answer; ``(status, body)``. Failures raise ``OSError``
         (``ConnectionError`` for a closed connection or an unreadable answer, ``TimeoutError``)."""
         connect_timeout, read_timeout = timeout if isinstance(timeout, tuple) else (timeout, timeout)
-        lines = [f"{method} {self.prefix}{path} HTTP/1.1", f"Host: {self._host_header}"]
-        lines += [f"{k}: {v}" for k, v in headers.items()]
-        if body is not None or method in ("POST", "PUT", "PATCH"):
-            lines.append(f"Content-Length: {len(body or b'')}")
-        payload = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + (body or b"")
+        payload = self._payload(method, path, headers, body)
         conn = self._take()
         reused = conn is not None
         while True:
@@ -176,6 +174,28 @@ class LeanHttp:
             else:
                 conn.close()
             return status, data
+
+    def _payload(self, method: str, path: str, headers: dict[str, str], body: bytes | None) -> bytes:
+        lines = [f"{method} {self.prefix}{path} HTTP/1.1", f"Host: {self._host_header}"]
+        lines += [f"{k}: {v}" for k, v in headers.items()]
+        if body is not None or method in ("POST", "PUT", "PATCH"):
+            lines.append(f"Content-Length: {len(body or b'')}")
+        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + (body or b"")
+
+    def stream(
+        self, method: str, path: str, headers: dict[str, str], timeout: Timeout
+    ) -> tuple[int, StreamedResponse]:
+        """Send a request whose answer is read as it arrives (a watch), on a connection of its own."""
+        connect_timeout, read_timeout = timeout if isinstance(timeout, tuple) else (timeout, timeout)
+        conn = self._connect(connect_timeout)
+        try:
+            conn.sock.settimeout(read_timeout)
+            conn.sock.sendall(self._payload(method, path, headers, None))
+            status, fields = self._read_head(conn, method)
+        except BaseException:
+            conn.close()
+            raise
+        return status, StreamedResponse(self, conn, fields)
 
     @staticmethod
     def _read_line(conn: _Connection) -> bytes:
@@ -255,6 +275,67 @@ class LeanHttp:
                 raise ConnectionClosedError("answer cut short inside a chunk")
             parts.append(chunk)
             conn.reader.readline(_MAX_LINE)  # the CRLF after the chunk
+
+
+class StreamedResponse:
+    """An answer read piece by piece: what the watch loop needs of urllib3's response, no more."""
+
+    def __init__(self, client: LeanHttp, conn: _Connection, fields: dict[str, str]) -> None:
+        self._client = client
+        self._conn = conn
+        self._chunked = "chunked" in fields.get("transfer-encoding", "").lower()
+        length = fields.get("content-length")
+        self._left = int(length) if length is not None and length.isdigit() else -1
+        self._done = False
+
+    def stream(self, amt: int = 65536, decode_content: bool = True) -> Iterator[bytes]:
+        """The body's bytes as they arrive (each chunk of a chunked answer as one piece)."""
+        reader = self._conn.reader
+        while not self._done:
+            if self._chunked:
+                line = reader.readline(_MAX_LINE)
+                if not line:
+                    raise ConnectionClosedError("watch stream cut short inside a chunk header")
+                try:
+                    size = int(line.split(b";", 1)[0].strip(), 16)
+                except ValueError as err:
+                    raise HttpProtocolError(f"bad chunk size {line[:40]!r}") from err
+                if size == 0:
+                    while reader.readline(_MAX_LINE) not in (b"\r\n", b"\n", b""):
+                        pass
+                    self._done = True
+                    return
+                data = reader.read(size)
+                if len(data) != size:
+                    raise ConnectionClosedError("watch stream cut short inside a chunk")
+                reader.readline(_MAX_LINE)
+                yield data
+            else:
+                want = amt if self._left < 0 else min(amt, self._left)
+                data = reader.read1(want) if want else b""
+                if not data:
+                    if self._left > 0:
+                        raise ConnectionClosedError("answer cut short")
+                    self._done = True
+                    return
+                if self._left > 0:
+                    self._left -= len(data)
+                yield data
+
+    def read(self) -> bytes:
+        return b"".join(self.stream())
+
+    def shutdown(self) -> None:
+        """Unblock a thread reading the stream (the connection is not used again)."""
+        with contextlib.suppress(OSError):
+            self._conn.sock.shutdown(socket.SHUT_RDWR)
+
+    def release_conn(self) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._done = True
+        self._conn.close()
 
 
 def _ssl_context(configuration: Any) -> ssl.SSLContext:

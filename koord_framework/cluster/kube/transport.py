@@ -200,12 +200,20 @@ class Transport:
         timeout: float | tuple[float, float] | None = None,
         stream: bool = False,
     ) -> tuple[int, Any]:
-        """One request. Returns ``(status, body bytes)``, or ``(status, urllib3 response)`` with
-        ``stream`` (the caller must read it to the end or close it)."""
+        """One request. Returns ``(status, body bytes)``, or ``(status, response)`` with ``stream`` (a
+        ``StreamedResponse`` or urllib3's: ``stream()``, ``read()``, ``release_conn()``, ``close()``; the
+        caller must read it to the end or close it)."""
         self.limiter.wait()
         self.requests += 1
         if body is not None and content_type is None:
             content_type = "application/json"
+        if self.lean is not None and stream and body is None:
+            url = self._url(path, query)[len(self.host) :]
+            request_timeout = timeout if timeout is not None else self.request_timeout
+            try:
+                return self.lean.stream(method, url, self._headers(content_type), request_timeout)
+            except OSError as err:
+                raise KubeApiError(0, "ConnectionError", f"{method} {path}: {err}") from err
         if self.lean is not None and not stream:
             data = body
             if body is not None and not isinstance(body, bytes | str):

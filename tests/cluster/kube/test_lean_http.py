@@ -18,7 +18,7 @@ import pytest
 
 from koord_framework.cluster.kube.errors import KubeApiError
 from koord_framework.cluster.kube.http import ConnectionClosedError, LeanHttp
-from koord_framework.cluster.kube.transport import Transport
+from koord_framework.cluster.kube.transport import Transport, iter_lines
 
 Answer = Callable[[bytes, int], bytes | None]
 """(request head + body, index of the request on its connection) -> raw answer; None closes at once."""
@@ -269,3 +269,38 @@ def test_transport_sends_json_with_auth_and_maps_connection_errors(server: Calla
     with pytest.raises(KubeApiError) as err:
         transport.request("GET", "/api/v1/pods", "list pods")
     assert err.value.status == 0 and err.value.reason == "ConnectionError"
+
+
+def test_a_watch_stream_yields_chunks_as_they_come_and_stops_on_shutdown(
+    server: Callable[..., RawServer],
+) -> None:
+
+    def answer(req: bytes, i: int) -> bytes | None:
+        return (
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+            b'f\r\n{"type":"ADDED"\r\n'
+            b"2\r\n}\n\r\n"
+            b'12\r\n{"type":"DELETED"}\r\n'
+            b"1\r\n\n\r\n"
+        )
+
+    srv = server(answer)
+    http = LeanHttp(config(f"http://127.0.0.1:{srv.port}"))
+    status, response = http.stream("GET", "/api/v1/pods?watch=true", {}, (5.0, 30.0))
+    assert status == 200
+    lines = iter_lines(response)
+    assert json.loads(next(lines)) == {"type": "ADDED"}
+    assert json.loads(next(lines)) == {"type": "DELETED"}
+    # Nothing more arrives: another thread's shutdown ends the blocked read.
+    threading.Timer(0.2, response.shutdown).start()
+    with pytest.raises((OSError, StopIteration)):
+        next(lines)
+    response.close()
+
+
+def test_a_stream_with_a_length_reads_to_its_end(server: Callable[..., RawServer]) -> None:
+    srv = server(lambda req, i: b'HTTP/1.1 410 Gone\r\nContent-Length: 17\r\n\r\n{"reason":"Gone"}')
+    http = LeanHttp(config(f"http://127.0.0.1:{srv.port}"))
+    status, response = http.stream("GET", "/w", {}, 5.0)
+    assert (status, response.read()) == (410, b'{"reason":"Gone"}')
+    response.release_conn()
