@@ -7,7 +7,7 @@ LIBS := $(sort $(wildcard libs/*/pyproject.toml))
 NATIVE := $(wildcard native/pyproject.toml)
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test e2e lint types imports pytest bench install clean
+.PHONY: demo test e2e lint types imports pytest bench bench-kube install clean
 
 install: $(STAMP)
 
@@ -66,6 +66,12 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.elasticquota
 	$(BIN)/python bench/deviceshare.py
 	$(BIN)/python -m bench.manager
+	$(if $(KUBE_E2E),$(MAKE) bench-kube)
+
+# koord vs kube-scheduler v1.20 vs the no-logic binder on a real kube-apiserver (bench/kube_e2e.py, the
+# table of bench/README.md): about 40 minutes on the shared 2-core machine, so opt-in (make bench KUBE_E2E=1).
+bench-kube: $(STAMP)
+	$(BIN)/python -m bench.kube_e2e --nodes 1000 --pods 5000 --stream 0 --qps 5000,50 --repeat 2
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info plugins/*/build plugins/*/src/*.egg-info libs/*/build libs/*/src/*.egg-info
