@@ -433,11 +433,7 @@ class Scheduler:
         self._stall: dict[str, tuple[int, int]] = {}
         self._bindings: deque[Callable[[], None]] = deque()
         self._async = async_binding
-        self._executor = (
-            Workers(binding_workers, "binder")
-            if async_binding
-            else None
-        )
+        self._executor = Workers(binding_workers, "binder") if async_binding else None
         self._inflight_lock = threading.Lock()
         self._inflight = 0
         self._idle = threading.Condition(self._inflight_lock)
