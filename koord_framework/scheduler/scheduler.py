@@ -28,7 +28,6 @@ import random
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from dataclasses import fields as dataclass_fields
 from time import perf_counter
@@ -70,6 +69,7 @@ from koord_framework.scheduler.queue import SchedulingQueue
 from koord_framework.scheduler.reporting import REASON_SCHEDULER_ERROR, REASON_UNSCHEDULABLE, FailureReporter
 from koord_framework.scheduler.status import SUCCESS, Code, Status
 from koord_framework.scheduler.table import Int64Array
+from koord_framework.scheduler.workers import Workers
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -444,11 +444,7 @@ class Scheduler:
         self._stall: dict[str, tuple[int, int]] = {}
         self._bindings: deque[Callable[[], None]] = deque()
         self._async = async_binding
-        self._executor = (
-            ThreadPoolExecutor(max_workers=binding_workers, thread_name_prefix="binder")
-            if async_binding
-            else None
-        )
+        self._executor = Workers(binding_workers, "binder") if async_binding else None
         self._inflight_lock = threading.Lock()
         self._inflight = 0
         self._idle = threading.Condition(self._inflight_lock)

@@ -19,6 +19,7 @@ import json
 import logging
 import os
 import threading
+import time
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from kubernetes import config as k8s_config
 from koord_framework.cluster.kinds import KINDS, KindInfo, unknown_kind
 from koord_framework.cluster.kube.connectivity import Connectivity, install_filter
 from koord_framework.cluster.kube.errors import KubeApiError, error_for_status
+from koord_framework.cluster.kube.http import LeanHttp
 from koord_framework.cluster.kube.ratelimit import TokenBucket
 from koord_framework.errors import ClusterError, NotFoundError
 
@@ -44,6 +46,9 @@ DEFAULT_QPS = 5000.0
 DEFAULT_BURST = 10000
 DEFAULT_MAX_CONNECTIONS = 64
 """Connections kept per API server: binders and evictors run in parallel threads."""
+AUTH_REFRESH_SECONDS = 1.0
+"""How often the client's auth settings are read again (an exec plugin's token refreshes through them);
+reading them runs the kubeconfig loader's hook, which costs more than a bind."""
 
 # Versions to try, in order, when the canonical version of a kind is not served.
 _FALLBACK_VERSIONS: dict[str, tuple[str, ...]] = {
@@ -104,6 +109,13 @@ class Transport:
         self.connectivity = Connectivity(self.host)
         """Whether the server answers; an outage is logged in a few lines (connectivity.py)."""
         install_filter()
+        self._auth: dict[str, str] = {}
+        self._auth_read = -AUTH_REFRESH_SECONDS
+        self.lean: LeanHttp | None = None
+        """The lean client for short requests (docs/adr/0006); None keeps urllib3 for everything."""
+        if LeanHttp.usable(self.configuration):
+            maxsize = getattr(self.configuration, "connection_pool_maxsize", None)
+            self.lean = LeanHttp(self.configuration, max_idle=int(maxsize or DEFAULT_MAX_CONNECTIONS))
 
     # --- construction --------------------------------------------------------------------------------
     @classmethod
@@ -148,6 +160,8 @@ class Transport:
         )
 
     def close(self) -> None:
+        if self.lean is not None:
+            self.lean.close()
         self.api_client.rest_client.close()
 
     # --- requests ------------------------------------------------------------------------------------
@@ -155,12 +169,20 @@ class Transport:
         headers = {"Accept": "application/json", "User-Agent": self.user_agent}
         if content_type:
             headers["Content-Type"] = content_type
-        # The client's own auth settings: bearer token (refreshed by exec plugins through its hook) or basic
-        # auth; client certificates are in the connection pool instead.
-        for setting in self.configuration.auth_settings().values():
-            if setting.get("in") == "header" and setting.get("value"):
-                headers[str(setting["key"]).title()] = str(setting["value"])
+        headers.update(self._auth_headers())
         return headers
+
+    def _auth_headers(self) -> dict[str, str]:
+        # The client's own auth settings: bearer token (refreshed by exec plugins through its hook) or basic
+        # auth; client certificates are in the connection pool instead. Read again once a second.
+        now = time.monotonic()
+        if now - self._auth_read >= AUTH_REFRESH_SECONDS:
+            auth: dict[str, str] = {}
+            for setting in self.configuration.auth_settings().values():
+                if setting.get("in") == "header" and setting.get("value"):
+                    auth[str(setting["key"]).title()] = str(setting["value"])
+            self._auth, self._auth_read = auth, now
+        return self._auth
 
     def _url(self, path: str, query: Mapping[str, Any] | Sequence[tuple[str, Any]] | None) -> str:
         url = self.host + path
@@ -182,12 +204,43 @@ class Transport:
         timeout: float | tuple[float, float] | None = None,
         stream: bool = False,
     ) -> tuple[int, Any]:
-        """One request. Returns ``(status, body bytes)``, or ``(status, urllib3 response)`` with
-        ``stream`` (the caller must read it to the end or close it)."""
+        """One request. Returns ``(status, body bytes)``, or ``(status, response)`` with ``stream`` (a
+        ``StreamedResponse`` or urllib3's: ``stream()``, ``read()``, ``release_conn()``, ``close()``; the
+        caller must read it to the end or close it)."""
         self.limiter.wait()
         self.requests += 1
         if body is not None and content_type is None:
             content_type = "application/json"
+        if self.lean is not None and stream and body is None:
+            url = self._url(path, query)[len(self.host) :]
+            request_timeout = timeout if timeout is not None else self.request_timeout
+            try:
+                streamed = self.lean.stream(method, url, self._headers(content_type), request_timeout)
+            except OSError as err:
+                self.connectivity.failed(err)
+                raise KubeApiError(0, "ConnectionError", f"{method} {path}: {err}") from err
+            self.connectivity.ok()
+            return streamed
+        if self.lean is not None and not stream:
+            data = body
+            if body is not None and not isinstance(body, bytes | str):
+                data = json.dumps(body, separators=(",", ":"))
+            if isinstance(data, str):
+                data = data.encode()
+            url = self._url(path, query)[len(self.host) :]
+            try:
+                answered = self.lean.request(
+                    method,
+                    url,
+                    self._headers(content_type),
+                    data,
+                    timeout if timeout is not None else self.request_timeout,
+                )
+            except OSError as err:
+                self.connectivity.failed(err)
+                raise KubeApiError(0, "ConnectionError", f"{method} {path}: {err}") from err
+            self.connectivity.ok()
+            return answered
         try:
             response = self.api_client.rest_client.request(
                 method,
