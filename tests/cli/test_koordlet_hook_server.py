@@ -115,3 +115,23 @@ def test_bad_hook_server_flags(
     argv += ["--runtime-hooks-addr", str(tmp_path / "k.sock"), *flags]
     assert koordlet.run(build_parser().parse_args(argv)) == 2
     assert message in capsys.readouterr().err
+
+
+def test_unknown_hook_name_is_a_startup_error_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Under either failure policy: a typo would otherwise leave every container without its hook while the
+    koordlet looks healthy (``koord profile validate`` says the same before a rollout)."""
+    from koord_framework.cli.main import main
+
+    tree = FakeHostTree(tmp_path / "host")
+    for policy in ("Ignore", "Fail"):
+        cfg = tmp_path / f"koordlet-{policy}.yaml"
+        cfg.write_text(
+            CONFIG.replace("[BatchResource, GroupIdentity]", "[GroupIdentity, CoreSchedd]")
+            + f"  failurePolicy: {policy}\n"
+        )
+        argv = ["koordlet", "--host-root", str(tree.root), "--config", str(cfg), "--runtime-hooks-addr", ""]
+        assert main(argv) == 1  # koord's status for an invalid configuration file
+        err = capsys.readouterr().err
+        assert "runtimeHooks.enabled[1]" in err and "CoreSchedd" in err and "GroupIdentity" in err
