@@ -305,3 +305,12 @@ def test_policy_of_the_manager_default(tmp_path: Path) -> None:
     harness = HookHarness(FakeHostTree(tmp_path), [Broken], failure_policy="Fail")
     assert isinstance(harness.manager, HookManager)
     assert harness.manager.policy_of(harness.manager.hook("Broken")) is FailurePolicy.FAIL
+
+
+def test_the_grpc_server_is_a_hook_transport(tmp_path: Path) -> None:
+    from koord_framework.koordlet.runtimehooks import HookTransport
+
+    harness = HookHarness(FakeHostTree(tmp_path), [Shares])
+    server = HookServer(harness.manager, HookServerOptions(address=str(tmp_path / "t.sock"), config_dir=None))
+    assert isinstance(server, HookTransport)
+    assert not server.serving
