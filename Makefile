@@ -66,6 +66,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.elasticquota
 	$(BIN)/python bench/deviceshare.py
 	$(BIN)/python -m bench.manager
+	$(BIN)/python -m bench.runtimehooks
 
 # Regenerate the committed gRPC modules of the runtime hook API (RuntimeHookService) from its .proto.
 HOOK_PROTO := koord_framework/koordlet/runtimehooks/proto/api.proto

@@ -20,7 +20,6 @@ The adapter gives every call what Koordinator's ``RunHooks`` gives it, per hook:
 
 from __future__ import annotations
 
-import copy
 import logging
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -44,6 +43,7 @@ from koord_framework.koordlet.runtimehooks.protocol import (
     PodSandboxRequest,
     PodSandboxResponse,
     Stage,
+    copy_response,
     merge_response,
 )
 from koord_framework.koordlet.states import NodeState
@@ -303,7 +303,7 @@ class HookManager:
             if not hook.enabled:
                 return
             call = _CURRENT.get()
-            mine = copy.deepcopy(response)
+            mine = copy_response(response)
             if call is not None:
                 call.progress.current = hook.name
             start = time.perf_counter()

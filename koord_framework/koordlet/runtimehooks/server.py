@@ -161,6 +161,8 @@ class HookServer:
         self, stage: Stage, request: api_pb2.PodSandboxHookRequest
     ) -> api_pb2.PodSandboxHookResponse:
         """Serve one pod-level rpc; raises ``RpcFailure`` for the servicer to turn into a gRPC status."""
+        if not self._has_hooks(stage):
+            return convert.passthrough_pod_response(request)
         typed = convert.pod_request(request)
         progress = HookProgress()
         outcome = self._run(
@@ -178,6 +180,8 @@ class HookServer:
     def container_hook(
         self, stage: Stage, request: api_pb2.ContainerResourceHookRequest
     ) -> api_pb2.ContainerResourceHookResponse:
+        if not self._has_hooks(stage):
+            return convert.passthrough_container_response(request)
         typed = convert.container_request(request)
         progress = HookProgress()
         outcome = self._run(
@@ -190,6 +194,11 @@ class HookServer:
         if outcome is None:
             return convert.passthrough_container_response(request)
         return convert.container_response(request, outcome.response)
+
+    def _has_hooks(self, stage: Stage) -> bool:
+        """Whether any registered hook serves ``stage`` (the Post* stages mostly have none: answered
+        without a trip through the hook workers)."""
+        return bool(self.manager.hooks_for(stage))
 
     def _run(
         self, work: Callable[[], T], progress: HookProgress, stage: Stage, pod: str, container: str
