@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import os
+import queue
 import stat
 import threading
 from collections.abc import Callable
@@ -106,7 +107,7 @@ class HookServer:
         self._serving = threading.Event()
         # Hooks run here, not on the gRPC worker, so a hung hook can be timed out; sized above the rpc
         # workers so a few hung hooks leave room for the next requests.
-        self._runner = ThreadPoolExecutor(self.options.max_workers * 2, thread_name_prefix="runtimehook")
+        self._runner = _HookWorkers(self.options.max_workers * 2)
         self.registration_path: Path | None = None
 
     # --- lifecycle -------------------------------------------------------------------------------------
@@ -146,7 +147,7 @@ class HookServer:
         self._serving.clear()
         if server is not None:
             server.stop(grace).wait(grace + 1.0)
-        self._runner.shutdown(wait=False, cancel_futures=True)
+        self._runner.shutdown()
         _remove_stale_socket(self.options.address)
 
     def __enter__(self) -> HookServer:
@@ -210,10 +211,12 @@ class HookServer:
         except HookFailed as failed:
             raise RpcFailure(grpc.StatusCode.INTERNAL, str(failed.failure)) from failed
         except FutureTimeout:
+            # No hook running: queued behind busy (hung) hook workers, or between two hooks. The default
+            # policy decides.
             hook = progress.current
             policy = self.manager.policy_of(self.manager.hook(hook)) if hook else self.manager.failure_policy
             failure = HookFailure(
-                hook or "(between hooks)",
+                hook or "(none running: queued behind busy hook workers or between hooks)",
                 stage.value,
                 pod,
                 container,
@@ -239,6 +242,38 @@ class HookServer:
         for result in self.executor.update_batch(updates):
             if not result.ok:
                 log.info("runtime hook server: pod %s: %s", pod, result)
+
+
+class _HookWorkers:
+    """Daemon threads running hook chains. Not a ``ThreadPoolExecutor``: the interpreter joins those at
+    exit, so one hook hung for good would keep a stopped koordlet from ever exiting."""
+
+    def __init__(self, workers: int) -> None:
+        self._queue: queue.SimpleQueue[tuple[Future[Any], Callable[[], Any]] | None] = queue.SimpleQueue()
+        self._threads = [
+            threading.Thread(target=self._work, name=f"runtimehook-{i}", daemon=True) for i in range(workers)
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def submit(self, fn: Callable[[], T]) -> Future[T]:
+        future: Future[T] = Future()
+        self._queue.put((future, fn))
+        return future
+
+    def shutdown(self) -> None:
+        for _ in self._threads:
+            self._queue.put(None)
+
+    def _work(self) -> None:
+        while (item := self._queue.get()) is not None:
+            future, fn = item
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(fn())
+            except BaseException as exc:  # handed to the waiting rpc, which applies the policy
+                future.set_exception(exc)
 
 
 class RpcFailure(Exception):
