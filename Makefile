@@ -73,6 +73,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.manager
 	$(BIN)/python bench/runtime_proxy.py
 	$(BIN)/python -m bench.manager_webhook
+	$(BIN)/python -m bench.runtimehooks
 	$(if $(KUBE_E2E),$(MAKE) bench-kube)
 
 # Regenerate the committed gRPC modules of the runtime hook API (RuntimeHookService) from its .proto.

@@ -21,6 +21,13 @@ which is also accepted):
   its first round;
 * ``/metrics``: the agent's own metrics (strategy durations, host writes, evictions).
 
+With runtime hooks enabled (``runtimeHooks.enabled`` of ``--config``) the long-running agent also serves
+Koordinator's ``RuntimeHookService`` for koord-runtime-proxy on a unix socket (``--runtime-hooks-addr``,
+default ``<host-root>/var/run/koordlet/koordlet.sock``) and registers it in
+``<host-root>/etc/runtime/hookserver.d/koordlet.json`` (``koord_framework.cli.koordlet_hooks``); ``/readyz``
+is 200 only while it serves, and the socket is removed on shutdown. A socket that cannot be served ends the
+process with status 1.
+
 A QoS strategy that raises is logged and counted, never fatal; an exception out of the agent's loop itself
 fails ``/healthz`` and ends the process with status 1 and the line ``koord koordlet: fatal: <cause>``. On a
 cluster that does not serve NodeSLO or NodeMetric (their CRDs not installed) the agent waits, unready, and
@@ -32,6 +39,7 @@ Exit status: 0 ok, 1 a strategy or report failed during ``--once`` or the agent'
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -42,6 +50,7 @@ from typing import Any, TextIO
 
 import yaml
 
+from koord_framework.cli import koordlet_hooks
 from koord_framework.cluster.port import ClusterPort
 from koord_framework.cluster.served import install_hint
 from koord_framework.component import ComponentRunner
@@ -58,6 +67,7 @@ from koord_framework.koordlet.agent import (
     strategies_from_config,
 )
 from koord_framework.koordlet.hostpaths import HostPaths
+from koord_framework.koordlet.runtimehooks.server import HookServer, HookServerOptions
 
 EXIT_OK, EXIT_PROBLEM, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -106,6 +116,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="HOST:PORT",
         help=f"serve /healthz, /readyz and /metrics here unless --once (default: {DEFAULT_HEALTH_ADDRESS})",
     )
+    koordlet_hooks.add_flags(parser)
     parser.set_defaults(func=run)
 
 
@@ -131,17 +142,29 @@ def run(args: argparse.Namespace, *, stop: threading.Event | None = None) -> int
         return _bad_input("no node name: give --node-name, nodeName in --config, or $NODE_NAME")
     if args.host_root is not None and not Path(args.host_root).is_dir():
         return _bad_input(f"--host-root {args.host_root}: not a directory")
+    hook_server: HookServerOptions | None = None
     if not args.once:
         parse_address(args.health_address, "--health-address")  # a typo fails before the cluster is read
+        try:
+            hook_server = koordlet_hooks.server_options(args)
+        except ValueError as exc:
+            return _bad_input(str(exc))
     cluster = _cluster(args)
     if loaded is not None:
         host = host_paths_from_config(loaded.config, args.host_root)
         options = AgentOptions.from_config(loaded.config, create_node_metric=args.create_node_metric)
+        if args.runtime_hooks_plugin_failure_policy:
+            options = dataclasses.replace(
+                options, runtime_hooks_failure_policy=args.runtime_hooks_plugin_failure_policy
+            )
         strategies: list[StrategySpec] | None = strategies_from_config(loaded)
         hooks = hooks_from_config(loaded)
     else:
         host = HostPaths.under(args.host_root or "/")
-        options = AgentOptions(create_node_metric=args.create_node_metric)
+        options = AgentOptions(
+            create_node_metric=args.create_node_metric,
+            runtime_hooks_failure_policy=args.runtime_hooks_plugin_failure_policy or "Ignore",
+        )
         strategies = None
         hooks = []
     agent = KoordletAgent(node, cluster, host=host, options=options, strategies=strategies, hooks=hooks)
@@ -151,7 +174,13 @@ def run(args: argparse.Namespace, *, stop: threading.Event | None = None) -> int
         report = agent.run_once()
         _print_report(report, agent, args.output, sys.stdout)
         return EXIT_PROBLEM if report.errors and _strategy_failed(report, agent) else EXIT_OK
-    return _serve(agent, args, stop or threading.Event())
+    server = None
+    if hook_server is not None and agent.hooks.hooks:
+        try:
+            server = HookServer(agent.hooks, hook_server, executor=agent.executor)
+        except ValueError as exc:  # an unknown --runtime-hooks-disable-stages name
+            return _bad_input(str(exc))
+    return _serve(agent, args, stop or threading.Event(), server)
 
 
 KOORDLET_WAITS_FOR = ("NodeSLO", "NodeMetric")
@@ -164,25 +193,47 @@ class KoordletComponent:
     """The agent as a ``koord_framework.component.Component``."""
 
     def __init__(
-        self, agent: KoordletAgent, readiness: Readiness, on_step: Callable[[RoundReport], None]
+        self,
+        agent: KoordletAgent,
+        readiness: Readiness,
+        on_step: Callable[[RoundReport], None],
+        hook_server: HookServer | None = None,
     ) -> None:
         cluster = agent.cluster
         for kind in KOORDLET_WAITS_FOR:
             if cluster is not None and not cluster.serves(kind):
                 raise KindNotServedError(kind, f"the API server does not serve {kind}; {install_hint(kind)}")
         self.agent, self.readiness, self.on_step = agent, readiness, on_step
+        self.hook_server = hook_server
 
     def run(self, stop: threading.Event) -> None:
+        # The hook server first: a socket that cannot be served is the component's death (exit 1 with the
+        # reason), not a koordlet that silently lets every container start without its hooks.
+        if self.hook_server is not None and not self.hook_server.serving:
+            self.hook_server.start()
+            print(
+                f"koord koordlet: serving runtime hooks on {self.hook_server.options.address}",
+                file=sys.stderr,
+            )
         self.agent.run(stop, on_step=self.on_step)
 
     def ready(self) -> bool:
-        return self.readiness()
+        """Ready once the agent is (``Readiness``) and, with hooks, while the hook server serves."""
+        serving = self.hook_server is None or self.hook_server.serving
+        return serving and self.readiness()
 
     def close(self) -> None:
+        if self.hook_server is not None:
+            self.hook_server.stop()  # removes the socket
         self.agent.stop()
 
 
-def _serve(agent: KoordletAgent, args: argparse.Namespace, stop: threading.Event) -> int:
+def _serve(
+    agent: KoordletAgent,
+    args: argparse.Namespace,
+    stop: threading.Event,
+    hook_server: HookServer | None = None,
+) -> int:
     """The long-running agent with its health server, until ``stop`` (or SIGTERM/SIGINT, or
     ``--duration``), or until its loop dies (``koord_framework.component``: exit 1 with the reason)."""
     readiness = Readiness(s.name for s in agent.strategies)
@@ -197,7 +248,7 @@ def _serve(agent: KoordletAgent, args: argparse.Namespace, stop: threading.Event
     runner = ComponentRunner(
         "koordlet",
         # The agent (and its metrics) is built once, before: a rebuild after waiting for a kind reuses it.
-        lambda _registry: KoordletComponent(agent, readiness, on_step),
+        lambda _registry: KoordletComponent(agent, readiness, on_step, hook_server),
         address=args.health_address,
         registry=agent.registry,
         flag="--health-address",

@@ -8,11 +8,20 @@ koordlet, owned by ``HookManager``). Modules:
 * ``hookspecs``: the pluggy specifications with their contracts, and the ``hookimpl`` marker;
 * ``plugin``: ``RuntimeHook[Args]``, ``RuntimeHookArgs``, ``HookContext``, ``HookError``;
 * ``manager``: ``HookManager``, the facade (the only caller of ``pm.hook.*``), failure policy, timing;
-* ``reconciler``: the reconciler mode (kubeQOS / pod / container levels through the ``ResourceExecutor``).
+* ``reconciler``: the reconciler mode (kubeQOS / pod / container levels through the ``ResourceExecutor``);
+* ``transport``: ``HookTransport``, the seam every way in implements (gRPC today, NRI later);
+* ``server`` / ``client`` / ``registration`` / ``convert`` / ``proto``: ``RuntimeHookService`` over gRPC
+  (imported on their own: they load grpcio, which a hook plugin never needs).
 """
 
 from koord_framework.koordlet.runtimehooks.hookspecs import hookimpl
-from koord_framework.koordlet.runtimehooks.manager import HookFailed, HookFailure, HookManager, HookResult
+from koord_framework.koordlet.runtimehooks.manager import (
+    HookFailed,
+    HookFailure,
+    HookManager,
+    HookProgress,
+    HookResult,
+)
 from koord_framework.koordlet.runtimehooks.plugin import HookContext, HookError, RuntimeHook, RuntimeHookArgs
 from koord_framework.koordlet.runtimehooks.protocol import (
     ContainerMeta,
@@ -29,6 +38,7 @@ from koord_framework.koordlet.runtimehooks.protocol import (
     Stage,
 )
 from koord_framework.koordlet.runtimehooks.reconciler import Reconciler, ReconcileReport
+from koord_framework.koordlet.runtimehooks.transport import HookTransport
 
 __all__ = [
     "ContainerMeta",
@@ -41,7 +51,9 @@ __all__ = [
     "HookFailed",
     "HookFailure",
     "HookManager",
+    "HookProgress",
     "HookResult",
+    "HookTransport",
     "KubeQOSRequest",
     "KubeQOSResponse",
     "Mount",

@@ -11,6 +11,7 @@ here: ``PodSandboxHookRequest``, ``ContainerResourceHookRequest``, ... .
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any, TypeAlias
 
@@ -84,7 +85,9 @@ class HookCallError(KoordError):
 
 def unix_target(endpoint: str) -> str:
     """The gRPC target of a hook server endpoint (a socket path, as in ``remote-endpoint``)."""
-    return endpoint if "://" in endpoint or endpoint.startswith("unix:") else f"unix://{endpoint}"
+    if endpoint.startswith("unix:") or "://" in endpoint:
+        return endpoint
+    return "unix:" + os.path.abspath(endpoint)
 
 
 class RuntimeHookClient:

@@ -8,6 +8,9 @@ Contract of every stage hook (``request``, ``response``):
   skip; the failure policy of that hook decides whether the request goes on;
 * return nothing; do not block (no I/O other than reading host facts through the context);
 * be idempotent: the reconciler calls the pod and container hooks again for running pods every tick.
+* be safe to call from several threads at once: the hook server's workers serve concurrent runtime
+  requests while the reconciler runs in the agent's loop (keep per-call data local; rules are replaced
+  whole, never edited in place).
 
 Plugins mark their methods with ``hookimpl``; only the ``HookManager`` facade calls ``pm.hook.*``.
 """

