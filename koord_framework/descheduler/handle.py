@@ -8,6 +8,7 @@ its plugin and reason.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -123,6 +124,8 @@ class Services:
         self.descheduling_interval = descheduling_interval
         self.shared_slots: dict[Any, Any] = {}
         """What plugins of every profile share (``Handle.shared(scope="component")``)."""
+        self.stopping = threading.Event()
+        """Set when the component is asked to stop: the round in progress evicts nothing more."""
         self.report = RoundReport(round=0, time=self.clock.now())
         """The report of the round in progress (round 0 collects anything done outside a round)."""
 
