@@ -183,7 +183,7 @@ class Scenario:
                     "at": ev.get("requestReceivedTimestamp") or "",
                 }
             )
-        calls.sort(key=lambda c: c["at"])
+        calls.sort(key=lambda c: str(c["at"]))
         return calls
 
     def check_invariants(self) -> dict[str, Any]:
