@@ -131,7 +131,12 @@ class DeschedulerComponent:
     ``deschedulingInterval``, background plugins (migration jobs) working in between."""
 
     def __init__(
-        self, cluster: ClusterPort, loaded: Any, registry: CollectorRegistry, dry_run: bool | None
+        self,
+        cluster: ClusterPort,
+        loaded: Any,
+        registry: CollectorRegistry,
+        dry_run: bool | None,
+        instance_name: str = "",
     ) -> None:
         from koord_framework.cluster.informer import SharedInformer
         from koord_framework.descheduler.cache import DeschedulerCache
@@ -141,7 +146,12 @@ class DeschedulerComponent:
         try:
             cache = DeschedulerCache(self.informer)
             self.descheduler = Descheduler.from_config(
-                loaded, cluster, dry_run=dry_run, metrics=registry, cache=cache
+                loaded,
+                cluster,
+                dry_run=dry_run,
+                metrics=registry,
+                cache=cache,
+                instance_name=instance_name,
             )
         except BaseException:
             self.informer.stop()
@@ -300,7 +310,12 @@ def serve(
         if name == "scheduler":
             return SchedulerComponent(fenced, loaded, registry)
         if name == "descheduler":
-            return DeschedulerComponent(fenced, loaded, registry, getattr(args, "dry_run", None))
+            # Leader-elected replicas share one name (the Lease): a new leader carries on the
+            # PodMigrationJobs its predecessor left (Koordinator's reconciler ignores them for good).
+            instance = f"{lease.namespace}/{lease.name}" if lease is not None else ""
+            return DeschedulerComponent(
+                fenced, loaded, registry, getattr(args, "dry_run", None), instance_name=instance
+            )
         raise KoordError(f"no component named {name!r}")
 
     def connect() -> None:

@@ -305,6 +305,10 @@ class DeschedulerFramework(Handle):
         return self.services.dry_run
 
     @property
+    def instance_name(self) -> str:
+        return self.services.instance_name
+
+    @property
     def descheduling_interval(self) -> float:
         """Seconds between cycles (0: one cycle); LowNodeLoad keeps its detectors at least this long."""
         return self.services.descheduling_interval

@@ -113,8 +113,11 @@ class Services:
         metrics: CollectorRegistry | None = None,
         dry_run: bool = False,
         descheduling_interval: float = 0.0,
+        instance_name: str = "",
     ) -> None:
         self.cluster = cluster
+        self.instance_name = instance_name
+        """The descheduler's name across restarts (``Handle.instance_name``)."""
         self.clock: Clock = cluster.clock
         self.cache = cache if cache is not None else DeschedulerCache(cluster)
         self.limiter = limiter if limiter is not None else EvictionLimiter()

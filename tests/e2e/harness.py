@@ -151,16 +151,16 @@ class ApiServer:
     api_args: list[str] = field(default_factory=list)
     audit_log: Path | None = None
 
-    def kill_apiserver(self, sig: int = signal.SIGKILL) -> None:
-        """Stop kube-apiserver alone (etcd keeps the state) with ``sig``; ``restart_apiserver`` brings it
-        back on the same port."""
+    def kill_apiserver(self, sig: int = signal.SIGKILL, timeout: float = 10.0) -> None:
+        """Stop kube-apiserver alone (etcd keeps the state) with ``sig`` (SIGKILL after ``timeout``);
+        ``restart_apiserver`` brings it back on the same port."""
         proc = self.processes.pop("kube-apiserver", None)
         if proc is None:
             return
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, sig)
         try:
-            proc.wait(30)
+            proc.wait(timeout)
         except subprocess.TimeoutExpired:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
