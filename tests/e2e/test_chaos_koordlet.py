@@ -28,7 +28,7 @@ import pytest
 from koord_framework.api.qos import KubeQoS
 from koord_framework.cluster.kube import KubeCluster
 from koord_framework.testing import make_node
-from koord_framework.testing.hosttree import FakeHostTree
+from koord_framework.testing.hosttree import FakeHostTree, make_running_pod
 
 pytestmark = [pytest.mark.e2e, pytest.mark.chaos]
 GiB = 1024**3
@@ -106,6 +106,27 @@ def agent_setup(chaos_apiserver: Any, tmp_path: Path, e2e_harness: Any) -> Itera
         }
     )
     tree = FakeHostTree(tmp_path / "host", cpus=8, memory_bytes=32 * GiB)
+    namespace = f"chaos-agent-{os.getpid()}"
+    server.request(
+        "POST",
+        "/api/v1/namespaces",
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
+    )
+    batch = {"kubernetes.io/batch-cpu": "2000", "kubernetes.io/batch-memory": "2Gi"}
+    for name, qos, resources in (
+        ("ls", "LS", {"cpu": "2", "memory": "2Gi"}),
+        ("be", "BE", batch),
+    ):
+        manifest = make_running_pod(
+            name, namespace=namespace, node=node, qos=qos, requests=resources, limits=resources
+        )
+        status = manifest.pop("status")
+        del manifest["metadata"]["uid"]
+        for container in manifest["spec"]["containers"]:
+            container.setdefault("image", "registry.k8s.io/pause:3.9")
+        created = kube.create(manifest)  # the API server gives the uid the cgroups are named after
+        kube.patch("Pod", name, namespace, {"status": status}, status=True)
+        tree.add_pod({**created, "status": status})
     feed = Feed(tree, cores=1.0)
     port = e2e_harness.free_port()
     log = tmp_path / "koordlet.log"
