@@ -4,8 +4,8 @@ The agent runs for a node whose NodeSLO turns BECPUSuppress on (cfsQuota policy)
 best-effort quota from the node's CPU usage, which a thread of the test feeds into the fake ``/proc/stat``.
 The API server is then killed: the agent goes on enforcing from what it cached (the NodeSLO, its pods),
 so a higher node usage lowers the best-effort quota while the API server is down. Then the quota file is
-made unwritable (a directory in its place): the failed write is reported in ``koordlet_resource_update``,
-and the agent keeps running and healthy.
+made unusable (a directory in its place): the failure is reported (``koordlet_resource_update`` or an error
+line of the round naming the file), and the agent keeps running and healthy.
 """
 
 from __future__ import annotations
@@ -186,12 +186,18 @@ def test_koordlet_enforces_from_its_cache_with_the_apiserver_down_and_survives_a
     path.unlink()
     path.mkdir()
     feed.cores = 2.0
-    wait_for(
-        lambda: _metric_sum(port, "koordlet_resource_update_total", status="failed") > 0,
-        60,
-        "the failed write reported",
-        log,
-    )
+
+    def reported() -> bool:
+        # A failed write is counted (koordlet_resource_update{status="failed"}); a file that cannot even
+        # be read is an error line of the round naming it. Either way the agent says so.
+        if _metric_sum(port, "koordlet_resource_update_total", status="failed") > 0:
+            return True
+        return any(
+            line.startswith("error:") and str(path) in line
+            for line in log.read_text(errors="replace").splitlines()
+        )
+
+    wait_for(reported, 60, "the failed write reported", log)
     time.sleep(2.0)  # more rounds: the agent goes on
     assert proc.poll() is None, log.read_text()[-3000:]
     assert _get(port, "/healthz")[0] == 200
