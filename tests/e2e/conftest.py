@@ -47,7 +47,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def _e2e_selected(config: pytest.Config) -> bool:
     expr = str(config.getoption("markexpr") or "")
-    return os.environ.get("KOORD_E2E") == "1" or ("e2e" in expr and "not e2e" not in expr)
+    selected = any(m in expr and f"not {m}" not in expr for m in ("e2e", "chaos"))
+    return os.environ.get("KOORD_E2E") == "1" or selected
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
