@@ -1,12 +1,12 @@
 """Start-up of ``koord scheduler`` on a real API server: the time from exec to its first binding.
 
-    .venv/bin/python -m bench.startup [--nodes 1000] [--pods 5000] [--runs 3] [--kube-scheduler]
+    .venv/bin/python -m bench.startup [--nodes 1000] [--pods 5000] [--runs 3]
 
 Starts the e2e harness's etcd + kube-apiserver (tests/e2e/harness.py) with an audit log of bindings,
 creates the nodes and pending pods, then execs the scheduler (leader election off) ``--runs`` times; each
 run's time to first bind is the first ``pods/binding`` request the audit log records minus the moment of
-exec. After each run the pods it bound are replaced by fresh pending ones. With ``--kube-scheduler`` the
-same is measured for kube-scheduler v1.20 (its pods use ``default-scheduler``). Issue 22, gap 4.
+exec. After each run the pods it bound are replaced by fresh pending ones. Issue 22, gap 4 (the side-by-side
+with kube-scheduler is bench/kube_e2e.py's).
 """
 
 from __future__ import annotations
@@ -108,43 +108,20 @@ def _koord_args(workdir: Path, server: Any, harness: Any) -> list[str]:
     ]
 
 
-def _kube_scheduler_args(workdir: Path, server: Any, binary: Path, harness: Any) -> list[str]:
-    config = {
-        "apiVersion": "kubescheduler.config.k8s.io/v1beta1",
-        "kind": "KubeSchedulerConfiguration",
-        "clientConnection": {"kubeconfig": str(server.kubeconfig)},
-        "leaderElection": {"leaderElect": False},
-    }
-    path = workdir / "kube-scheduler.yaml"
-    path.write_text(yaml.safe_dump(config))
-    return [
-        str(binary),
-        f"--config={path}",
-        "--port=0",
-        f"--secure-port={harness.free_port()}",
-        "--bind-address=127.0.0.1",
-    ]
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="bench.startup")
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--pods", type=int, default=5000)
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--kube-scheduler", action="store_true")
     args = parser.parse_args(argv)
     harness = _harness()
     workdir = Path(tempfile.mkdtemp(prefix="koord-startup-"))
-    extra = ("kube-scheduler",) if args.kube_scheduler else ()
-    bins = harness.ensure_binaries(extra)
+    bins = harness.ensure_binaries()
     server = harness.start_apiserver(workdir, bins, audit=True)
-    scheduler = "default-scheduler" if args.kube_scheduler else "koord-scheduler"
+    scheduler = "koord-scheduler"
     try:
         kube = _setup(server, args.nodes, args.pods, scheduler)
-        if args.kube_scheduler:
-            command = _kube_scheduler_args(workdir, server, bins["kube-scheduler"], harness)
-        else:
-            command = _koord_args(workdir, server, harness)
+        command = _koord_args(workdir, server, harness)
         results = []
         for run in range(args.runs):
             log = workdir / f"run-{run}.log"
@@ -161,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
             results.append(first - began)
             print(f"run {run}: first bind {first - began:.2f} s after exec", flush=True)
             _refill(kube, scheduler, run)
-        name = "kube-scheduler v1.20" if args.kube_scheduler else "koord scheduler"
+        name = "koord scheduler"
         print(
             json.dumps(
                 {
