@@ -42,6 +42,7 @@ from koord_framework.errors import KindNotServedError
 from koord_framework.health import HealthServer
 
 if TYPE_CHECKING:
+    from koord_framework.cluster.fence import WriteFence
     from koord_framework.cluster.kube.leader import LeaderElectionConfig, LeaderElector
     from koord_framework.cluster.port import ClusterPort
 
@@ -150,6 +151,7 @@ class ComponentRunner:
         leader_election: LeaderElectionConfig | None = None,
         missing_kinds: MissingKindPolicy | None = None,
         preflight: Callable[[], None] | None = None,
+        fence: WriteFence | None = None,
         backoff: tuple[float, float] = (1.0, 30.0),
         grace: float = 30.0,
         err: TextIO | None = None,
@@ -161,6 +163,7 @@ class ComponentRunner:
         self.leader_election = leader_election
         self.missing_kinds = missing_kinds or MissingKindPolicy()
         self.preflight = preflight
+        self.fence = fence
         self.backoff = backoff
         self.grace = grace
         self._err = err
@@ -179,6 +182,7 @@ class ComponentRunner:
         self._stop = threading.Event()
         self._current = _CurrentRegistry()
         self.registry.register(self._current)
+        self._elector: LeaderElector | None = None
         self._reason = ""
         self._waiting_for = ""
         self._waiting_since: dict[str, float] = {}
@@ -241,6 +245,8 @@ class ComponentRunner:
                         return self._finish(EXIT_FAILED)
                 self._connected.set()
                 if self.leader_election is None:
+                    if self.fence is not None:
+                        self.fence.open()
                     threading.Thread(target=self._work, args=(stop,), name=self.name, daemon=True).start()
                 else:
                     elector, elector_thread = self._elect()
@@ -256,15 +262,23 @@ class ComponentRunner:
                         break
                     stop.wait(0.2)
                 stop.set()  # ends the work (and, through it, the term as leader)
-                # Finish in-flight work before handing the Lease over, so two replicas never act at once.
+                # Finish in-flight work before handing the Lease over, so two replicas never act at once:
+                # the elector keeps renewing meanwhile, and whatever the work still tries after the grace
+                # is refused by the fence, which closes before the Lease is released.
                 working = self._leading.is_set() or self.leader_election is None
                 if working and not self._work_done.wait(self.grace):
-                    log.warning("koord %s: the work did not stop within %.0f s", self.name, self.grace)
+                    log.warning(
+                        "koord %s: the work did not stop within %.0f s; refusing its writes from now",
+                        self.name,
+                        self.grace,
+                    )
+                self._close_fence("stopped")
                 if elector is not None:
                     elector.stop()
             failed = self._dead.is_set() or self._lost.is_set()
             return self._finish(EXIT_FAILED if failed else EXIT_OK)
         finally:
+            self._close_fence("stopped")
             if elector is not None:
                 elector.stop()
             self.health.close()
@@ -281,6 +295,7 @@ class ComponentRunner:
         assert self.cluster is not None, "leader election needs a cluster"
         assert self.leader_election is not None
         elector = LeaderElector(self.cluster, self.leader_election, on_started_leading=self._lead)
+        self._elector = elector
         log.info("koord %s: %s waiting for the lease", self.name, self.leader_election.identity)
         return elector, elector.start()
 
@@ -288,10 +303,19 @@ class ComponentRunner:
         assert self._leading_gauge is not None
         self._leading_gauge.set(1)
         self._leading.set()
+        if self.fence is not None:
+            elector = self._elector
+            # Asked on every write: a renewal that fails closes the fence at once.
+            self.fence.open(holding=elector.leading.is_set if elector is not None else None)
         try:
             self._work(term_over)
         finally:
+            self._close_fence("the term as leader is over")
             self._leading_gauge.set(0)
+
+    def _close_fence(self, why: str) -> None:
+        if self.fence is not None:
+            self.fence.close(why)
 
     def _fail(self, reason: str, exc: BaseException | None = None) -> None:
         """Record the end first -- /healthz fails from here on -- then let the caller release."""

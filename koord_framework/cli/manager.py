@@ -159,9 +159,15 @@ def run(
     if args.once:
         return _once(port, args, plugins)
 
+    from koord_framework.cluster.fence import FencedCluster, WriteFence
+
+    # The controllers write through the fence; the elector renews the Lease through ``port`` itself.
+    fence = WriteFence("koord-manager")
+    fenced = FencedCluster(port, fence)
+
     def build(registry: CollectorRegistry) -> ManagerComponent:
         return ManagerComponent(
-            port, registry, config_namespace=args.config_namespace, plugins=plugins, resync=args.resync
+            fenced, registry, config_namespace=args.config_namespace, plugins=plugins, resync=args.resync
         )
 
     lease = None
@@ -191,6 +197,7 @@ def run(
             cluster=port,
             leader_election=lease,
             missing_kinds=MISSING_KINDS,
+            fence=fence,
         )
         return runner.run(stop)
     finally:

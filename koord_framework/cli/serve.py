@@ -8,7 +8,11 @@ Each connects to the API server (``--kubeconfig``; without it in-cluster credent
 ``$KOORD_KUBECONFIG`` / ``$KUBECONFIG`` / ``~/.kube/config``), serves ``/healthz``, ``/readyz`` and
 ``/metrics`` on ``--address``, and, when the configuration's ``leaderElection.leaderElect`` is on (the
 default), works only while it holds the Lease ``leaderElection.resourceNamespace/resourceName``. SIGTERM
-stops it cleanly and hands the Lease over at once.
+stops it cleanly: no new pod is scheduled (no new eviction started), bindings already sent finish and
+those still queued behind the client rate limit are abandoned (their pods stay pending for the next
+leader), the Lease is renewed meanwhile and handed over only after the last write. Every write goes
+through a fence (``koord_framework.cluster.fence``) that refuses it once the term is over -- a renewal
+failed, or the drain overran its 30 s -- so two replicas never act at once.
 
 Client rate limits: ``--client-qps``/``--client-burst`` when given, else the configuration's
 ``clientConnection`` when it sets them, else the platform's defaults (5,000 / 10,000: kube-scheduler's
@@ -40,6 +44,7 @@ from typing import Any, Final
 
 from prometheus_client import CollectorRegistry
 
+from koord_framework.cluster.fence import FencedCluster, WriteFence
 from koord_framework.cluster.port import ClusterPort
 from koord_framework.component import (
     CONTROLLER_CACHE_SYNC_TIMEOUT,
@@ -126,7 +131,12 @@ class DeschedulerComponent:
     ``deschedulingInterval``, background plugins (migration jobs) working in between."""
 
     def __init__(
-        self, cluster: ClusterPort, loaded: Any, registry: CollectorRegistry, dry_run: bool | None
+        self,
+        cluster: ClusterPort,
+        loaded: Any,
+        registry: CollectorRegistry,
+        dry_run: bool | None,
+        instance_name: str = "",
     ) -> None:
         from koord_framework.cluster.informer import SharedInformer
         from koord_framework.descheduler.cache import DeschedulerCache
@@ -136,7 +146,12 @@ class DeschedulerComponent:
         try:
             cache = DeschedulerCache(self.informer)
             self.descheduler = Descheduler.from_config(
-                loaded, cluster, dry_run=dry_run, metrics=registry, cache=cache
+                loaded,
+                cluster,
+                dry_run=dry_run,
+                metrics=registry,
+                cache=cache,
+                instance_name=instance_name,
             )
         except BaseException:
             self.informer.stop()
@@ -146,6 +161,7 @@ class DeschedulerComponent:
 
     def run(self, stop: threading.Event) -> None:
         clock = self.descheduler.services.clock
+        self.descheduler.services.stopping = stop  # a round in progress evicts nothing once asked to stop
         self._started.set()
         while not stop.is_set():
             started = clock.now()
@@ -286,12 +302,20 @@ def serve(
             kubeconfig or None, qps=qps, burst=burst, component=f"koord-{name}"
         )
     port: ClusterPort = cluster
+    # The component writes through the fence; the elector renews the Lease through ``port`` itself.
+    fence = WriteFence(f"koord-{name}")
+    fenced = FencedCluster(port, fence)
 
     def build(registry: CollectorRegistry) -> Component:
         if name == "scheduler":
-            return SchedulerComponent(port, loaded, registry)
+            return SchedulerComponent(fenced, loaded, registry)
         if name == "descheduler":
-            return DeschedulerComponent(port, loaded, registry, getattr(args, "dry_run", None))
+            # Leader-elected replicas share one name (the Lease): a new leader carries on the
+            # PodMigrationJobs its predecessor left (Koordinator's reconciler ignores them for good).
+            instance = f"{lease.namespace}/{lease.name}" if lease is not None else ""
+            return DeschedulerComponent(
+                fenced, loaded, registry, getattr(args, "dry_run", None), instance_name=instance
+            )
         raise KoordError(f"no component named {name!r}")
 
     def connect() -> None:
@@ -307,6 +331,7 @@ def serve(
             leader_election=lease,
             missing_kinds=MISSING_KINDS.get(name),
             preflight=connect,
+            fence=fence,
         )
         return runner.run(stop)
     finally:

@@ -50,6 +50,7 @@ class Descheduler:
         max_total: int | None = None,
         metrics: CollectorRegistry | None = None,
         cache: DeschedulerCache | None = None,
+        instance_name: str = "",
     ) -> None:
         if not profiles:
             raise ValueError("at least one profile is required")
@@ -60,6 +61,7 @@ class Descheduler:
             metrics=metrics,
             dry_run=dry_run,
             descheduling_interval=descheduling_interval,
+            instance_name=instance_name,
         )
         self.node_selector = parse_label_selector(node_selector) if node_selector is not None else None
         self.descheduling_interval = descheduling_interval
@@ -88,6 +90,7 @@ class Descheduler:
         dry_run: bool | None = None,
         metrics: CollectorRegistry | None = None,
         cache: DeschedulerCache | None = None,
+        instance_name: str = "",
     ) -> Descheduler:
         """From ``koord_framework.config.loader.load_descheduler_config``'s result; ``dry_run`` overrides."""
         cfg = loaded.config
@@ -111,6 +114,7 @@ class Descheduler:
             max_total=cfg.max_no_of_pods_to_evict_total,
             metrics=metrics,
             cache=cache,
+            instance_name=instance_name,
         )
 
     @property

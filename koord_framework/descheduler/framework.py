@@ -115,6 +115,9 @@ class _EvictorProxy(Evictor):
                 services.report.failures.append(entry)
             services.metrics.count_eviction(metric, plugin_name, pod.namespace, pod.node_name)
 
+        if services.stopping.is_set():
+            record("refused", "limited", "the descheduler is stopping: no new evictions")
+            return False
         if not services.limiter.allow_evict(pod):
             record("refused", "limited", "eviction limit per node, namespace or cycle reached")
             return False
@@ -300,6 +303,10 @@ class DeschedulerFramework(Handle):
     @property
     def dry_run(self) -> bool:
         return self.services.dry_run
+
+    @property
+    def instance_name(self) -> str:
+        return self.services.instance_name
 
     @property
     def descheduling_interval(self) -> float:

@@ -8,6 +8,7 @@ its plugin and reason.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -112,8 +113,11 @@ class Services:
         metrics: CollectorRegistry | None = None,
         dry_run: bool = False,
         descheduling_interval: float = 0.0,
+        instance_name: str = "",
     ) -> None:
         self.cluster = cluster
+        self.instance_name = instance_name
+        """The descheduler's name across restarts (``Handle.instance_name``)."""
         self.clock: Clock = cluster.clock
         self.cache = cache if cache is not None else DeschedulerCache(cluster)
         self.limiter = limiter if limiter is not None else EvictionLimiter()
@@ -123,6 +127,8 @@ class Services:
         self.descheduling_interval = descheduling_interval
         self.shared_slots: dict[Any, Any] = {}
         """What plugins of every profile share (``Handle.shared(scope="component")``)."""
+        self.stopping = threading.Event()
+        """Set when the component is asked to stop: the round in progress evicts nothing more."""
         self.report = RoundReport(round=0, time=self.clock.now())
         """The report of the round in progress (round 0 collects anything done outside a round)."""
 

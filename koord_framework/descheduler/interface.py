@@ -110,6 +110,13 @@ class Handle(BaseHandle):
     @abc.abstractmethod
     def evictor(self) -> Evictor: ...
 
+    @property
+    def instance_name(self) -> str:
+        """What names this descheduler across restarts and fail-overs: its Lease (``namespace/name``) when
+        it is leader-elected, else "" (each process is a new instance). Work a plugin hands to the cluster
+        and finishes later (a PodMigrationJob) is marked with it, so the next leader carries it on."""
+        return ""
+
     @abc.abstractmethod
     def pods_on_node(self, node_name: str) -> list[PodInfo]:
         """Every pod bound to the node, in any phase (``GetPodsAssignedToNodeFunc``); callers that want

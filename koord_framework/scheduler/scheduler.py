@@ -456,6 +456,7 @@ class Scheduler:
         """Events and the PodScheduled condition, as kube-scheduler records them."""
         if metrics_registry is not None:
             register_recorder_metrics(cluster, metrics_registry)
+        self.abandoned_bindings = 0
 
         self.reserve_pod_queue = _ReservePodQueue(self)
         self.shared_slots: dict[Any, Any] = {}
@@ -543,11 +544,18 @@ class Scheduler:
                 relay.armed = True
 
     def close(self) -> None:
-        """Stop the binding workers (waiting for in-flight bindings) and the queue."""
+        """Stop scheduling and the queue; bindings already on the wire finish, those still queued behind
+        the client's rate limit are abandoned (unreserved and forgotten: their pods stay pending for the
+        next leader), so that stopping takes a bounded time whatever the backlog."""
         self._stopped = True
         self.queue.close()
         if self._executor is not None:
             self._executor.shutdown(wait=True)
+            if self.abandoned_bindings:
+                log.info(
+                    "stopped: abandoned %d queued bindings; their pods stay pending",
+                    self.abandoned_bindings,
+                )
         for fw in self.frameworks.values():
             fw.close()  # every plugin's close(), once
 
@@ -989,12 +997,18 @@ class Scheduler:
         if self._executor is None:
             self._bindings.append(lambda: self._binding_cycle(binding))
             return
+        if self._stopped:  # the workers are gone or going: nothing new goes on the wire
+            self._abandon(binding)
+            return
         with self._inflight_lock:
             self._inflight += 1
         self._executor.submit(self._run_async, binding)
 
     def _run_async(self, binding: _Binding) -> None:
         try:
+            if self._stopped:
+                self._abandon(binding)
+                return
             self._binding_cycle(binding)
         except Exception:
             log.exception("binding cycle of pod %s crashed", binding.pod.key)
@@ -1002,6 +1016,14 @@ class Scheduler:
             with self._idle:
                 self._inflight -= 1
                 self._idle.notify_all()
+
+    def _abandon(self, b: _Binding) -> None:
+        """A binding not started before ``close``: give back what its pod held, write nothing."""
+        try:
+            b.fw.run_unreserve(b.state, b.pod, b.node)
+        finally:
+            self.cache.forget_pod(b.pod)
+            self.abandoned_bindings += 1
 
     def _drain_bindings(self) -> None:
         while self._bindings:

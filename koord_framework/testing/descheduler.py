@@ -110,6 +110,7 @@ class DeschedulerHarness:
         descheduling_interval: float = 0.0,
         node_selector: Mapping[str, Any] | None = None,
         profile_name: str = "koord-descheduler",
+        instance_name: str = "",
     ) -> None:
         self.cluster = cluster if cluster is not None else MemoryCluster(VirtualClock(_start(now)))
         entries = [p if isinstance(p, tuple) else (p, None) for p in plugins]
@@ -146,6 +147,7 @@ class DeschedulerHarness:
             "max_per_node": max_per_node,
             "max_per_namespace": max_per_namespace,
             "max_total": max_total,
+            "instance_name": instance_name,
         }
         self._descheduler: Descheduler | None = None
 

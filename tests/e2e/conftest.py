@@ -47,7 +47,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def _e2e_selected(config: pytest.Config) -> bool:
     expr = str(config.getoption("markexpr") or "")
-    return os.environ.get("KOORD_E2E") == "1" or ("e2e" in expr and "not e2e" not in expr)
+    selected = any(m in expr and f"not {m}" not in expr for m in ("e2e", "chaos"))
+    return os.environ.get("KOORD_E2E") == "1" or selected
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -70,7 +71,7 @@ def kube_apiserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """etcd + kube-apiserver on loopback for the whole session; yields ``harness.ApiServer``."""
     workdir = tmp_path_factory.mktemp("apiserver")
     bins = harness.ensure_binaries(log=workdir / "build.log")
-    server = harness.start_apiserver(workdir, bins)
+    server = harness.start_apiserver(workdir, bins, audit=True)  # bindings and evictions only
     try:
         yield server
     finally:
@@ -139,3 +140,44 @@ def namespace(kube_apiserver: Any) -> str:
     )
     assert status == 201, body
     return name
+
+
+CHAOS_USERS = ("a", "b", "rogue")
+
+
+@pytest.fixture(scope="module")
+def chaos_apiserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """An API server of the module's own, with the audit log of bindings and evictions, the project's CRDs
+    and the Lease namespace; the chaos tests kill and restart it (``harness.ApiServer.kill_apiserver``)."""
+    workdir = tmp_path_factory.mktemp("chaos-apiserver")
+    bins = harness.ensure_binaries(log=workdir / "build.log")
+    server = harness.start_apiserver(workdir, bins, extra_users=CHAOS_USERS, audit=True)
+    try:
+        server.request(
+            "POST",
+            "/api/v1/namespaces",
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "koordinator-system"}},
+        )
+        _install_crds(server)
+        yield server
+    finally:
+        server.stop()
+
+
+def _install_crds(server: Any) -> None:
+    names = []
+    for path in sorted((ROOT / "configs" / "crds").glob("*.yaml")):
+        doc = yaml.safe_load(path.read_text())
+        status, body = server.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", doc)
+        assert status in (201, 409), f"{path.name}: {status} {json.dumps(body)[:300]}"
+        names.append(doc["metadata"]["name"])
+    deadline = time.monotonic() + 60
+    pending = set(names)
+    while pending and time.monotonic() < deadline:
+        for name in list(pending):
+            _, crd = server.request("GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
+            conditions = {c["type"]: c["status"] for c in (crd.get("status") or {}).get("conditions") or ()}
+            if conditions.get("Established") == "True":
+                pending.discard(name)
+        time.sleep(0.2)
+    assert not pending, f"CRDs not established: {sorted(pending)}"

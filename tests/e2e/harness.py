@@ -148,6 +148,43 @@ class ApiServer:
         _etcd_call(self.etcd_url, "/v3/kv/compaction", {"revision": str(revision), "physical": True})
         return revision
 
+    api_args: list[str] = field(default_factory=list)
+    audit_log: Path | None = None
+
+    def kill_apiserver(self, sig: int = signal.SIGKILL, timeout: float = 10.0) -> None:
+        """Stop kube-apiserver alone (etcd keeps the state) with ``sig`` (SIGKILL after ``timeout``);
+        ``restart_apiserver`` brings it back on the same port."""
+        proc = self.processes.pop("kube-apiserver", None)
+        if proc is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, sig)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+
+    def restart_apiserver(self, timeout: float = 90) -> None:
+        log = self.workdir / "apiserver.log"
+        with open(log, "ab") as out:
+            proc = subprocess.Popen(
+                self.api_args, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        self.processes["kube-apiserver"] = proc
+        _wait(lambda: _http_ok(f"{self.url}/readyz", self.token), "kube-apiserver", proc, log, timeout)
+
+    def audit_events(self) -> list[dict[str, Any]]:
+        """The audit log's events (``start_apiserver(audit=True)``), oldest first."""
+        if self.audit_log is None or not self.audit_log.exists():
+            return []
+        events = []
+        for line in self.audit_log.read_text(errors="replace").splitlines():
+            with contextlib.suppress(ValueError):
+                events.append(json.loads(line))
+        return events
+
     def stop(self) -> None:
         for name in ("kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"):
             proc = self.processes.pop(name, None)
@@ -223,10 +260,32 @@ def _http_ok(url: str, token: str | None = None) -> bool:
         return False
 
 
+AUDIT_POLICY = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    "omitStages": ["RequestReceived"],
+    "rules": [
+        # Bindings and evictions with their request (the target node, the delete options): the judge of
+        # the chaos tests. Nothing else is recorded.
+        {
+            "level": "Request",
+            "verbs": ["create"],
+            "resources": [{"group": "", "resources": ["pods/binding", "bindings", "pods/eviction"]}],
+        },
+        {"level": "None"},
+    ],
+}
+
+
 def start_apiserver(
-    workdir: Path, bins: dict[str, Path], *, extra_users: tuple[str, ...] = ("peer",)
+    workdir: Path,
+    bins: dict[str, Path],
+    *,
+    extra_users: tuple[str, ...] = ("peer",),
+    audit: bool = False,
 ) -> ApiServer:
-    """Start etcd and kube-apiserver on free loopback ports under ``workdir``; wait until ready."""
+    """Start etcd and kube-apiserver on free loopback ports under ``workdir``; wait until ready. With
+    ``audit``, every binding and eviction is written to ``workdir/audit.log`` (``ApiServer.audit_events``)."""
     workdir.mkdir(parents=True, exist_ok=True)
     etcd_port, peer_port, api_port = free_port(), free_port(), free_port()
     sa_key, sa_pub = workdir / "sa.key", workdir / "sa.pub"
@@ -284,6 +343,17 @@ def start_apiserver(
         ]
         if binary_minor_version(bins["kube-apiserver"]) < 24:
             args.append("--insecure-port=0")
+        if audit:
+            policy = workdir / "audit-policy.json"  # YAML is a superset of JSON
+            policy.write_text(json.dumps(AUDIT_POLICY))
+            server.audit_log = workdir / "audit.log"
+            args += [
+                f"--audit-policy-file={policy}",
+                f"--audit-log-path={server.audit_log}",
+                "--audit-log-format=json",
+                "--audit-log-mode=blocking",
+            ]
+        server.api_args = args
         api_log = workdir / "apiserver.log"
         server.processes["kube-apiserver"] = api = _spawn(args, api_log)
         _wait(lambda: _http_ok(f"{url}/readyz", ADMIN_TOKEN), "kube-apiserver", api, api_log, 90)

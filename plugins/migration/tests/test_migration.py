@@ -404,3 +404,33 @@ def test_job_with_evict_annotation_of_any_value_skips_the_object_limiter() -> No
     harness.descheduler.settle(NOW + 20)
     assert harness.cluster.get("PodMigrationJob", "manual")["status"]["phase"] == "Succeeded"
     assert harness.cluster.try_get("Pod", "web-8", "default") is None
+
+
+# --- a new leader resumes the jobs of the last one ----------------------------------------------------------
+@pytest.mark.parametrize(("first", "second", "resumed"), [("ns/lease", "ns/lease", True), ("", "", False)])
+def test_a_restarted_descheduler_resumes_the_jobs_of_its_instance(
+    first: str, second: str, resumed: bool
+) -> None:
+    """A leader-elected descheduler names its reconciler by its Lease: its next leader (same Lease) evicts
+    the pod of a Pending job the dead one created. Without a name each process is a new instance and, as
+    in Koordinator, leaves another's jobs alone."""
+    args = {"skipEvictionGates": NO_WORKLOAD_GATES, "defaultJobMode": "EvictDirectly"}
+    dead = DeschedulerHarness([], evictor=(MigrationController, args), now=NOW, instance_name=first)
+    dead.add(make_node("n0"), make_node("n1"), _pod("web"))
+    plugin = dead.plugin("MigrationController")
+    assert isinstance(plugin, MigrationController)
+    assert plugin.evict(_info(dead, "web"), EvictOptions("LowNodeLoad", "node is overutilized"))
+    (job,) = dead.cluster.list(jobs.KIND)[0]
+    assert (job.get("status") or {}).get("phase") == jobs.PHASE_PENDING  # the process dies here
+
+    heir = DeschedulerHarness(
+        [], evictor=(MigrationController, args), cluster=dead.cluster, instance_name=second
+    )
+    for _ in range(20):
+        heir.descheduler.tick()
+        heir.clock.advance(1.0)
+    phase = (heir.cluster.get(jobs.KIND, job["metadata"]["name"]).get("status") or {}).get("phase")
+    pod = heir.cluster.try_get("Pod", "web", "default")
+    gone = pod is None or bool(pod["metadata"].get("deletionTimestamp"))
+    assert gone is resumed, phase
+    assert (phase != jobs.PHASE_PENDING) is resumed, phase

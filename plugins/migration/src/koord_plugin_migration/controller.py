@@ -67,7 +67,9 @@ class MigrationReconciler:
         self.filter = filter_
         self.finder = finder
         self.new_name = new_name or (lambda: str(uuid.uuid4()))
-        self.reconciler_uid = self.new_name()
+        # Koordinator's reconciler takes a new UID per process and ignores jobs of any other; a
+        # leader-elected descheduler names itself by its Lease, so its next leader resumes its jobs.
+        self.reconciler_uid = handle.instance_name or self.new_name()
         now = handle.clock.now()
         self.evict_limiter = TokenBucket(args.evict_qps_value, args.evict_burst, now)
         self.waiting: dict[str, dict[str, Any]] = {}
