@@ -3,13 +3,13 @@
     koord deschedule --cluster PATH [--config FILE] [--dry-run] [--rounds N] [--output table|json]
                      [--now RFC3339] [--then-schedule [--scheduler-config FILE]]
 
-The manifests (nodes, pods, NodeMetrics, PodDisruptionBudgets, workloads; files or folders, ``--cluster``
-may repeat) are loaded into the embedded cluster on a virtual clock starting at ``--now`` (default: the
-newest NodeMetric ``updateTime``, so the metrics are fresh; else the wall clock). The descheduler is built
-from ``--config`` (a DeschedulerConfiguration, bare or in Koordinator's ConfigMap; default
-``configs/descheduler/koord-descheduler.yaml``) and runs ``--rounds`` cycles (default 1) spaced by its
-``deschedulingInterval``; between cycles migration jobs progress and, as koordlet would, NodeMetrics drop
-the pods that left. ``--dry-run`` evicts nothing and changes nothing.
+The manifests (nodes, pods, NodeMetrics, PodDisruptionBudgets, workloads; files or folders, ``--cluster`` may
+repeat) are loaded into the embedded cluster on a virtual clock starting at ``--now`` (default: the newest
+NodeMetric ``updateTime``, so the metrics are fresh; else the wall clock). The descheduler is built from
+``--config`` (a DeschedulerConfiguration, bare or in Koordinator's ConfigMap; default: Koordinator's
+``koord-descheduler-config``, shipped with koord, without the plugins that are not installed) and runs
+``--rounds`` cycles (default 1) spaced by its ``deschedulingInterval``; between cycles migration jobs progress
+and, as koordlet would, NodeMetrics drop the pods that left. ``--dry-run`` evicts nothing and changes nothing.
 
 Per round the report names the nodes balance plugins found over (high) and under (low) their thresholds,
 and every eviction with the plugin that asked and its reason; evictions that were refused follow. The
@@ -19,12 +19,11 @@ JSON is a contract:
                  "evictions": [{"pod": "ns/name", "node": "...", "plugin": "LowNodeLoad", "reason": "..."}]}]}
 
 with ``failedEvictions`` (same fields plus ``message``) and ``errors`` in a round only when it has some.
-``--then-schedule`` runs the scheduler (``--scheduler-config``, default
-``configs/scheduler/koord-scheduler.yaml``) next to the descheduler on the same clock: evicted pods are
-recreated as their controllers would, scheduled, and started (Running, Ready) as kubelet would, and
-Reservations (a ReservationFirst migration's) are scheduled as they appear. The report shows where the
-evicted pods went and the load imbalance (mean, standard deviation, spread of node usage %) before and
-after; the JSON then has a ``schedule`` key.
+``--then-schedule`` runs the scheduler (``--scheduler-config``, default Koordinator's, as ``koord simulate``)
+next to the descheduler on the same clock: evicted pods are recreated as their controllers would, scheduled,
+and started (Running, Ready) as kubelet would, and Reservations (a ReservationFirst migration's) are scheduled
+as they appear. The report shows where the evicted pods went and the load imbalance (mean, standard deviation,
+spread of node usage %) before and after; the JSON then has a ``schedule`` key.
 
 Exit status: 0 done, 1 a cycle reported errors, 2 bad input.
 """
@@ -35,20 +34,19 @@ import argparse
 import gc
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 from koord_framework.cli.common import (
     UsageError,
     add_manifest_command,
     bad_input,
-    config_path,
     cut,
+    newest_metric_time,
     parse_now,
     print_json,
+    shipped_config,
 )
-from koord_framework.cluster.clock import VirtualClock, parse_time
-from koord_framework.cluster.manifests import load_documents
+from koord_framework.cluster.clock import VirtualClock
 from koord_framework.cluster.memory import MemoryCluster
 from koord_framework.cluster.port import WatchEvent
 from koord_framework.config.loader import load_descheduler_config
@@ -67,8 +65,8 @@ from koord_framework.descheduler.simulation import (
 from koord_framework.errors import KoordError
 
 EXIT_OK, EXIT_ERRORS = 0, 1
-DEFAULT_CONFIG = Path("configs/descheduler/koord-descheduler.yaml")
-DEFAULT_SCHEDULER_CONFIG = Path("configs/scheduler/koord-scheduler.yaml")
+DEFAULT_CONFIG = "Koordinator's koord-descheduler-config, fitted to the installed plugins"
+DEFAULT_SCHEDULER_CONFIG = "Koordinator's koord-scheduler-config, as koord simulate"
 WIDTH = 100
 
 
@@ -107,39 +105,28 @@ def _bad_input(message: str) -> int:
     return bad_input("deschedule", message)
 
 
-def _newest_metric_time(paths: list[str]) -> float | None:
-    newest = None
-    for doc in load_documents(paths):
-        if doc.obj.get("kind") != "NodeMetric":
-            continue
-        t = parse_time((doc.obj.get("status") or {}).get("updateTime"))
-        if t is not None and (newest is None or t > newest):
-            newest = t
-    return newest
-
-
 def run(args: argparse.Namespace) -> int:
     if args.rounds < 1:
         return _bad_input(f"--rounds {args.rounds}: must be at least 1")
     try:
         now = parse_now(args.now)
-        config = config_path(args.config, DEFAULT_CONFIG)
-        sched_config = (
-            config_path(args.scheduler_config, DEFAULT_SCHEDULER_CONFIG, option="--scheduler-config")
-            if args.then_schedule
-            else None
-        )
     except UsageError as exc:
         return _bad_input(str(exc))
     try:
-        loaded = load_descheduler_config(config)
+        if args.config:
+            loaded = load_descheduler_config(args.config)
+        else:
+            loaded = shipped_config("descheduler", "deschedule")
         sched_loaded = None
-        if sched_config is not None:
+        if args.then_schedule:
             from koord_framework.config.loader import load_scheduler_config
 
-            sched_loaded = load_scheduler_config(sched_config)
+            if args.scheduler_config:
+                sched_loaded = load_scheduler_config(args.scheduler_config)
+            else:
+                sched_loaded = shipped_config("scheduler", "deschedule")
         if now is None:
-            now = _newest_metric_time(args.cluster) or time.time()
+            now = newest_metric_time(args.cluster) or time.time()
         cluster = MemoryCluster(VirtualClock(now), seed=0)
         cluster.load(args.cluster)
         result = deschedule(
