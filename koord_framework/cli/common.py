@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any, Final, Literal
 
 from koord_framework.cluster.clock import parse_time
@@ -88,16 +89,28 @@ def shipped_config(component: Literal["scheduler", "descheduler"], command: str)
 
 def newest_metric_time(paths: list[str]) -> float | None:
     """The newest NodeMetric ``status.updateTime`` of the manifests, where a virtual clock starts by default:
-    example metrics recorded long ago are then as fresh as when they were taken, not silently expired."""
-    from koord_framework.cluster.manifests import load_documents
+    example metrics recorded long ago are then as fresh as when they were taken, not silently expired.
+
+    Raises ``UsageError`` for a ``--cluster`` that holds nothing (an empty file, a folder without
+    manifests): running on it would report "0 scheduled" as if that were an answer."""
+    from koord_framework.cluster.manifests import MANIFEST_SUFFIXES, load_documents
 
     newest = None
-    for doc in load_documents(paths):
-        if doc.obj.get("kind") != "NodeMetric":
-            continue
-        t = parse_time((doc.obj.get("status") or {}).get("updateTime"))
-        if t is not None and (newest is None or t > newest):
-            newest = t
+    for path in paths:
+        docs = load_documents([path])
+        if not docs:
+            what = (
+                f"no manifests ({', '.join('*' + s for s in MANIFEST_SUFFIXES)}) in this folder"
+                if Path(path).is_dir()
+                else "no objects in this file"
+            )
+            raise UsageError(f"--cluster {path}: {what}")
+        for doc in docs:
+            if doc.obj.get("kind") != "NodeMetric":
+                continue
+            t = parse_time((doc.obj.get("status") or {}).get("updateTime"))
+            if t is not None and (newest is None or t > newest):
+                newest = t
     return newest
 
 

@@ -132,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
         result = deschedule(
             cluster, loaded, rounds=args.rounds, dry_run=args.dry_run, scheduler_config=sched_loaded
         )
-    except KoordError as exc:
+    except (KoordError, UsageError) as exc:
         return _bad_input(str(exc))
     if args.output == "json":
         print_json(result)

@@ -14,7 +14,8 @@ node's Filter verdict and every plugin's raw, normalized and weighted scores (js
 is then searched and scored, so on clusters of 100 nodes or more the sampling of ``percentageOfNodesToScore``
 is off. ``--write-state DIR`` writes the resulting cluster as manifests that ``--cluster`` reads back.
 
-Exit status: 0 every pod was scheduled, 1 some were not, 2 bad input.
+Exit status: 0 every pod was scheduled, 1 some were not (or every pending pod names a scheduler no profile
+serves: nothing was done), 2 bad input (a file that cannot be read, a ``--cluster`` with no manifests).
 """
 
 from __future__ import annotations
@@ -75,12 +76,13 @@ def run(args: argparse.Namespace) -> int:
     progress = _Progress(sys.stderr)
     try:
         config = args.config or shipped_config("scheduler", "simulate")
+        newest = newest_metric_time(args.cluster)
         if now is None:
-            now = newest_metric_time(args.cluster) or time.time()
+            now = newest or time.time()
         result, cluster = simulate(
             args.cluster, config, seed=args.seed, now=now, explain=args.explain, on_cycle=progress.update
         )
-    except KoordError as exc:
+    except (KoordError, UsageError) as exc:
         progress.clear()
         return _bad_input(str(exc))
     finally:
@@ -97,11 +99,29 @@ def run(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(render_table(result, explain=args.explain))
     if result.ignored:
+        served = ", ".join(sorted({p.scheduler_name for p in _profiles(config)})) or "none"
+        shown = ", ".join(result.ignored_pods[:10]) + (
+            f" (+{len(result.ignored_pods) - 10} more)" if len(result.ignored_pods) > 10 else ""
+        )
         print(
-            f"koord simulate: {result.ignored} pending pod(s) name a scheduler no profile serves; left alone",
+            f"koord simulate: {result.ignored} pending pod(s) name a scheduler no profile serves"
+            f" (profiles serve: {served}); left alone: {shown}",
             file=sys.stderr,
         )
+    if not result.pods and not result.reservations:
+        # Nothing was scheduled because nothing was ours: say so in the status too.
+        print(
+            "koord simulate: no pending pod for this configuration's profiles; nothing done", file=sys.stderr
+        )
+        return EXIT_UNSCHEDULED if result.ignored else EXIT_OK
     return EXIT_OK if result.all_scheduled else EXIT_UNSCHEDULED
+
+
+def _profiles(config: Any) -> list[Any]:
+    from koord_framework.config.loader import load_scheduler_config
+
+    loaded = config if not isinstance(config, str) else load_scheduler_config(config)
+    return list(loaded.profiles)
 
 
 def _bad_input(message: str) -> int:
