@@ -19,10 +19,11 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import re
 import sys
 from collections.abc import Sequence
 from importlib.metadata import EntryPoint, entry_points
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from koord_framework import __version__
 from koord_framework.errors import KoordError, ValidationError
@@ -118,7 +119,38 @@ def build_parser(argv: Sequence[str] | None = None, *, full: bool = True) -> arg
         else:
             dist = ep.dist.name if ep.dist is not None else "a plugin"
             subparsers.add_parser(name, help=f"(from {dist})", add_help=False)
+    _plain_help(parser)
     return parser
+
+
+_LITERAL = re.compile(r"``([^`]+)``")
+
+
+def _plain(text: str) -> str:
+    """Docstrings double as help texts: their reST literals (````koord plugins list````) read as plain."""
+    return _LITERAL.sub(r"\1", text)
+
+
+class _PlainText(argparse.HelpFormatter):
+    """Mixed into a parser's own formatter class: descriptions, epilogs and option help without reST."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        return super()._fill_text(_plain(text), width, indent)
+
+    def _expand_help(self, action: argparse.Action) -> str:
+        return _plain(super()._expand_help(action))
+
+
+def _plain_help(parser: argparse.ArgumentParser) -> None:
+    """Give ``parser`` and every subcommand parser under it the plain-text variant of its formatter."""
+    cls = parser.formatter_class
+    if isinstance(cls, type) and not issubclass(cls, _PlainText):
+        plain: Any = type(f"Plain{cls.__name__}", (_PlainText, cls), {})
+        parser.formatter_class = plain
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                _plain_help(sub)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -8,11 +8,10 @@ are loaded into the embedded cluster, the scheduler built from ``--config`` (a K
 bare or in Koordinator's ConfigMap; default: Koordinator's ``koord-scheduler-config``, shipped with koord,
 without the plugins that are not installed) runs until nothing more can happen, on a virtual clock that starts
 at ``--now`` (default: the newest NodeMetric ``updateTime``, so the metrics are fresh, as in ``koord
-deschedule``; else the wall clock), and the result is printed; NodeMetrics that are expired at that time are
-named on stderr, since LoadAwareScheduling then scores their nodes without them. ``--explain`` adds every
-node's Filter verdict and every plugin's raw, normalized and weighted scores (json/yaml); every feasible node
-is then searched and scored, so on clusters of 100 nodes or more the sampling of ``percentageOfNodesToScore``
-is off. ``--write-state DIR`` writes the resulting cluster as manifests that ``--cluster`` reads back.
+deschedule``; else the wall clock), and the result is printed. ``--explain`` adds every node's Filter verdict
+and every plugin's raw, normalized and weighted scores (json/yaml); every feasible node is then searched and
+scored, so on clusters of 100 nodes or more the sampling of ``percentageOfNodesToScore`` is off.
+``--write-state DIR`` writes the resulting cluster as manifests that ``--cluster`` reads back.
 
 Exit status: 0 every pod was scheduled, 1 some were not (or every pending pod names a scheduler no profile
 serves: nothing was done), 2 bad input (a file that cannot be read, a ``--cluster`` with no manifests).

@@ -77,3 +77,20 @@ def test_bash_completion_completes_commands_and_options() -> None:
     assert lines[0] == "simulate"
     assert lines[1] == "--cluster"
     assert {"list", "new", "docs"} <= set(lines[2].split())
+
+
+def test_help_texts_show_no_rest_markup(capsys: pytest.CaptureFixture[str]) -> None:
+    from koord_framework.cli.main import main
+
+    for argv in (["--help"], *([name, "--help"] for name in COMMANDS)):
+        assert main(list(argv)) == 0
+        out = capsys.readouterr().out
+        assert "``" not in out, argv
+
+
+def test_plugin_table_never_cuts_names(capsys: pytest.CaptureFixture[str]) -> None:
+    from koord_framework.cli.main import main
+
+    assert main(["plugins", "list"]) == 0
+    out = capsys.readouterr().out
+    assert "NodeResourcesBalancedAllocation " in out and "…" not in out

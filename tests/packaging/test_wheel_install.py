@@ -90,12 +90,16 @@ def example(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _venv(path: Path, wheels: Path, *requirements: str) -> Path:
     assert _run([sys.executable, "-m", "venv", str(path)]).returncode == 0
+    _install(path, wheels, *requirements)
+    return path / "bin/koord"
+
+
+def _install(path: Path, wheels: Path, *requirements: str) -> None:
     env = dict(os.environ)
     env["PIP_FIND_LINKS"] = " ".join(filter(None, [str(wheels), os.environ.get("PIP_FIND_LINKS", "")]))
     env.pop("PYTHONPATH", None)
     proc = _run([str(path / "bin/python"), "-m", "pip", "install", "-q", *requirements], env=env)
     assert proc.returncode == 0, proc.stderr
-    return path / "bin/koord"
 
 
 def _koord(koord: Path, *argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -103,7 +107,9 @@ def _koord(koord: Path, *argv: str, cwd: Path) -> subprocess.CompletedProcess[st
     return _run([str(koord), *argv], cwd=cwd, env=env)
 
 
-def test_framework_and_one_scheduler_plugin(tmp_path: Path, wheels: Path, example: Path) -> None:
+def test_framework_and_one_plugin(tmp_path: Path, wheels: Path, example: Path) -> None:
+    """A scheduler plugin alone, then a descheduler plugin added (one venv: the dependencies are installed
+    once)."""
     koord = _venv(tmp_path / "venv", wheels, "koord-framework", "koord-plugin-loadaware")
     listed = _koord(koord, "plugins", "list", cwd=tmp_path)
     assert "LoadAwareScheduling" in listed.stdout and "PrioritySort" in listed.stdout
@@ -126,9 +132,8 @@ def test_framework_and_one_scheduler_plugin(tmp_path: Path, wheels: Path, exampl
     assert real.returncode == 2 and "pip install 'koord-framework[kube]'" in real.stderr, real.stderr
     assert "Traceback" not in real.stderr
 
-
-def test_framework_and_one_descheduler_plugin(tmp_path: Path, wheels: Path, example: Path) -> None:
-    koord = _venv(tmp_path / "venv", wheels, "koord-framework", "koord-plugin-lownodeload")
+    # The descheduler: no descheduler plugin yet, then LowNodeLoad (which brings MigrationController).
+    _install(tmp_path / "venv", wheels, "koord-plugin-lownodeload")
     proc = _koord(koord, "deschedule", "--cluster", str(example), "--dry-run", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr
