@@ -103,10 +103,12 @@ def build_parser(argv: Sequence[str] | None = None, *, full: bool = True) -> arg
     parser.add_argument("--version", action="version", version=f"koord {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     chosen = None if full else _chosen(argv)
+    if chosen in COMMANDS:  # first: its module may register sibling commands (scheduler, descheduler)
+        importlib.import_module(COMMANDS[chosen].module).register(subparsers)
     for name, command in COMMANDS.items():
-        if name in subparsers.choices:  # a module registering several commands (scheduler, descheduler)
+        if name in subparsers.choices:
             continue
-        if full or name == chosen:
+        if full:
             importlib.import_module(command.module).register(subparsers)
         else:
             subparsers.add_parser(name, help=command.summary, add_help=False)
