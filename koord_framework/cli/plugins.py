@@ -55,7 +55,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     new.add_argument("name", help="the plugin's name, CamelCase (e.g. NodeLabelPreference)")
     new.add_argument(
-        "--dest", default="plugins", help="directory to create the distribution in (default: plugins)"
+        "--dest",
+        metavar="DIR",
+        help="directory to create the distribution in, as DIR/<name> (default: ./koord-plugin-<name>)",
     )
     new.set_defaults(func=run_new)
     docs = sub.add_parser(
@@ -77,7 +79,12 @@ def run_new(args: argparse.Namespace) -> int:
     from koord_framework.templates import render_plugin
 
     try:
-        target = render_plugin(args.name, Path(args.dest))
+        if args.dest:
+            target = render_plugin(args.name, Path(args.dest))
+        else:
+            from koord_framework.templates import slug_of
+
+            target = render_plugin(args.name, Path("."), directory=f"koord-plugin-{slug_of(args.name)}")
     except (ValueError, FileExistsError) as exc:
         print(f"koord: error: {exc}", file=sys.stderr)
         return 2
