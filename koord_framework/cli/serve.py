@@ -260,6 +260,8 @@ def serve(
     loaded: Any = (
         load_scheduler_config(args.config) if name == "scheduler" else load_descheduler_config(args.config)
     )
+    for note in getattr(loaded, "notes", ()):  # an older apiVersion read as v1: say what changed
+        print(f"koord {name}: {args.config}: {note}", file=sys.stderr)
     cfg = loaded.config
     election = cfg.leader_election
     leader_elect = election.leader_elect if args.leader_elect is None else args.leader_elect == "true"

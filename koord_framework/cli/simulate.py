@@ -37,6 +37,7 @@ from koord_framework.cli.common import (
     shipped_config,
 )
 from koord_framework.cluster.manifests import dump_manifests
+from koord_framework.config.loader import load_scheduler_config
 from koord_framework.errors import KoordError
 from koord_framework.scheduler.simulate import SimulationResult, simulate
 
@@ -74,7 +75,12 @@ def run(args: argparse.Namespace) -> int:
         return _bad_input(str(exc))
     progress = _Progress(sys.stderr)
     try:
-        config = args.config or shipped_config("scheduler", "simulate")
+        if args.config:
+            config = load_scheduler_config(args.config)
+            for note in config.notes:  # an older apiVersion read as v1: say what changed
+                print(f"koord simulate: {args.config}: {note}", file=sys.stderr)
+        else:
+            config = shipped_config("scheduler", "simulate")
         newest = newest_metric_time(args.cluster)
         if now is None:
             now = newest or time.time()
