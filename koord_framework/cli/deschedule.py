@@ -1,7 +1,7 @@
 """``koord deschedule``: run descheduling cycles on a cluster described by manifests and report them.
 
     koord deschedule --cluster PATH [--config FILE] [--dry-run] [--rounds N] [--output table|json]
-                     [--now RFC3339] [--then-schedule [--scheduler-config FILE]]
+                     [--now RFC3339] [--explain] [--then-schedule [--scheduler-config FILE]]
 
 The manifests (nodes, pods, NodeMetrics, PodDisruptionBudgets, workloads; files or folders, ``--cluster`` may
 repeat) are loaded into the embedded cluster on a virtual clock starting at ``--now`` (default: the newest
@@ -19,6 +19,10 @@ JSON is a contract:
                  "evictions": [{"pod": "ns/name", "node": "...", "plugin": "LowNodeLoad", "reason": "..."}]}]}
 
 with ``failedEvictions`` (same fields plus ``message``) and ``errors`` in a round only when it has some.
+``--explain`` adds, per candidate a plugin wanted to evict that stayed, its verdict: the Filter or
+PreEvictionFilter plugin that refused it and why (a namespace excluded, no owner workload, a limit of
+migrating pods reached, no other node fits), or why the eviction failed; and it says when a profile enables
+no deschedule or balance plugin at all (Koordinator's shipped profile only configures LowNodeLoad).
 ``--then-schedule`` runs the scheduler (``--scheduler-config``, default Koordinator's, as ``koord simulate``)
 next to the descheduler on the same clock: evicted pods are recreated as their controllers would, scheduled,
 and started (Running, Ready) as kubelet would, and Reservations (a ReservationFirst migration's) are scheduled
@@ -89,6 +93,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="where the virtual clock starts (default: the newest NodeMetric updateTime)",
     )
     parser.add_argument(
+        "--explain",
+        action="store_true",
+        help="list every candidate a plugin wanted to evict that stayed, and why (which filter, limit)",
+    )
+    parser.add_argument(
         "--then-schedule",
         action="store_true",
         help="re-schedule the evicted pods and compare the load imbalance before and after",
@@ -130,7 +139,12 @@ def run(args: argparse.Namespace) -> int:
         cluster = MemoryCluster(VirtualClock(now), seed=0)
         cluster.load(args.cluster)
         result = deschedule(
-            cluster, loaded, rounds=args.rounds, dry_run=args.dry_run, scheduler_config=sched_loaded
+            cluster,
+            loaded,
+            rounds=args.rounds,
+            dry_run=args.dry_run,
+            scheduler_config=sched_loaded,
+            explain=getattr(args, "explain", False),
         )
     except (KoordError, UsageError) as exc:
         return _bad_input(str(exc))
@@ -148,6 +162,7 @@ def deschedule(
     rounds: int = 1,
     dry_run: bool = False,
     scheduler_config: Any = None,
+    explain: bool = False,
 ) -> dict[str, Any]:
     """Run the cycles on ``cluster`` and, given a loaded scheduler configuration, re-schedule the evicted
     pods; returns the report in the JSON contract's shape."""
@@ -156,6 +171,8 @@ def deschedule(
         for p in cluster.list("Pod")[0]
     }
     d = Descheduler.from_config(loaded, cluster, dry_run=True if dry_run else None)
+    if explain:
+        d.services.verdicts = {}
     sim = _Companion(cluster, scheduler_config, originals) if scheduler_config is not None else None
     if sim is not None and not d.dry_run:
         d.companions.append(sim.tick)
@@ -180,6 +197,8 @@ def deschedule(
             if not last and not d.dry_run:
                 refresh_node_metrics(cluster, cluster.clock.now())
         out: dict[str, Any] = {"rounds": [_round(r) for r in reports]}
+        if explain:
+            out["explain"] = _explanation(loaded, reports, d.services.verdicts or {})
         if sim is not None:
             out["schedule"] = sim.report(metrics_before, placement_before)
     finally:
@@ -299,6 +318,36 @@ def _names(names: list[str]) -> str:
     return ", ".join(names) if names else "-"
 
 
+def _explanation(loaded: Any, reports: list[RoundReport], verdicts: dict[str, str]) -> dict[str, Any]:
+    """``--explain``: what the profiles can do at all, and the verdict on each candidate that stayed."""
+    notes = []
+    for prof in loaded.profiles:
+        points = prof.plugins.points
+        if not points.get("deschedule") and not points.get("balance"):
+            enabled = {name for names in points.values() for name in names}
+            configured = (
+                [e.name for e in prof.spec.plugin_config if e.name not in enabled] if prof.spec else []
+            )
+            hint = (
+                f" ({', '.join(configured)} configured in pluginConfig but not enabled)" if configured else ""
+            )
+            notes.append(
+                f"profile {prof.name}: no deschedule or balance plugin is enabled{hint}; nothing can be"
+                " evicted (enable one under plugins.balance or plugins.deschedule)"
+            )
+    candidates = [{"pod": pod, "verdict": verdict} for pod, verdict in sorted(verdicts.items())]
+    for r in reports:
+        for f in r.failures:
+            if f.pod not in verdicts:
+                candidates.append({"pod": f.pod, "verdict": f"eviction {f.result}: {f.message}"})
+    for r in reports:
+        if r.high and not r.evictions and not r.failures and not verdicts:
+            notes.append(
+                f"round {r.round}: nodes {', '.join(r.high)} are high but no pod on them was a candidate"
+            )
+    return {"notes": notes, "candidates": candidates}
+
+
 def render_table(result: dict[str, Any]) -> str:
     lines: list[str] = []
     for r in result["rounds"]:
@@ -345,6 +394,15 @@ def render_table(result: dict[str, Any]) -> str:
                     f"  {res:<10} {when:<7} {s['mean']:>8.2f} {s['stddev']:>8.2f} {s['min']:>8.2f} "
                     f"{s['max']:>8.2f} {s['spread']:>8.2f}"
                 )
+    explanation = result.get("explain")
+    if explanation is not None:
+        lines.append("")
+        lines.append("Explain:")
+        lines.extend(f"  {note}" for note in explanation["notes"])
+        # The whole verdict: the reason is the point of --explain, so it is never cut.
+        lines.extend(f"  {c['pod']}: {c['verdict']}" for c in explanation["candidates"])
+        if not explanation["notes"] and not explanation["candidates"]:
+            lines.append("  no candidate was refused by a filter or a limit")
     return "\n".join(lines) + "\n"
 
 
