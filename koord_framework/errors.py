@@ -120,6 +120,17 @@ class TooManyRequestsError(ClusterError):
     """The eviction was refused for now (a PodDisruptionBudget, or API rate limiting): retry later."""
 
 
+class KubeClientMissingError(KoordError):
+    """A real cluster was asked for, but the optional Kubernetes client (``koord-framework[kube]``) is not
+    installed."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "connecting to a Kubernetes API server needs the Kubernetes client, which is not installed:"
+            " pip install 'koord-framework[kube]'"
+        )
+
+
 class ManifestError(KoordError):
     """A manifest could not be loaded: names file, document index and field."""
 

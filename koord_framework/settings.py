@@ -5,7 +5,6 @@ Plugin arguments live in profiles (``koord_framework.config``); these are the kn
 
 from __future__ import annotations
 
-from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -14,12 +13,6 @@ class Settings(BaseSettings):
 
     kubeconfig: str | None = None
     """Path of a kubeconfig; unset means the embedded cluster (or in-cluster config when running in a pod)."""
-    metrics_address: str = ""
-    """``host:port`` to serve ``/metrics`` on; empty disables the endpoint."""
-    log_level: str = Field(default="INFO", pattern=r"^(DEBUG|INFO|WARNING|ERROR|CRITICAL)$")
-    """Python logging level name."""
-    host_root: str = "/"
-    """Root under which the koordlet finds proc, cgroup and resctrl (a temporary tree in tests)."""
     client_qps: float = 5000.0
     """Kubernetes client rate limit (queries per second); kube-scheduler's 50 is far too low for bursts."""
     client_burst: int = 10000

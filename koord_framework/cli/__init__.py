@@ -1,1 +1,2 @@
-"""The ``koord`` command line. ``main.py`` builds the parser from the modules named in ``COMMAND_MODULES``."""
+"""The ``koord`` command line. ``main.py`` builds the parser from its table ``COMMANDS``: a new command
+is a module and one line there."""

@@ -1,7 +1,8 @@
 """Plumbing the manifest-driven commands (``koord simulate``, ``koord deschedule``) share, so they take the
-same options the same way: a repeatable ``--cluster``, a profile that defaults to the one shipped in
-``configs/``, a ``--now`` in RFC 3339, bad input reported as ``koord <command>: error: ...`` with exit
-status 2, and the same JSON and table output."""
+same options the same way: a repeatable ``--cluster``; a profile that defaults to Koordinator's, shipped with
+the framework and fitted to the installed plugins (``koord_framework.config.shipped``); a ``--now`` in
+RFC 3339 that defaults to the newest NodeMetric of the manifests; bad input reported as
+``koord <command>: error: ...`` with exit status 2; and the same JSON and table output."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from koord_framework.cluster.clock import parse_time
 
@@ -18,10 +19,13 @@ __all__ = [
     "UsageError",
     "add_manifest_command",
     "bad_input",
-    "config_path",
     "cut",
+    "klog_level",
+    "newest_metric_time",
     "parse_now",
     "print_json",
+    "setup_logging",
+    "shipped_config",
 ]
 
 EXIT_BAD_INPUT: Final = 2
@@ -72,17 +76,64 @@ def parse_now(value: str | None) -> float | None:
         raise UsageError(f"--now {value!r}: not an RFC 3339 time ({exc})") from exc
 
 
-def config_path(given: str | None, default: Path, *, option: str = "--config") -> Path:
-    """The file an option names, else ``default`` relative to the working directory, else to the source
-    tree this package runs from (so the shipped profiles work from anywhere in a checkout)."""
-    if given:
-        return Path(given)
-    if default.is_file():
-        return default
-    in_tree = Path(__file__).resolve().parents[2] / default
-    if in_tree.is_file():
-        return in_tree
-    raise UsageError(f"no {option} given and {default} was not found")
+def shipped_config(component: Literal["scheduler", "descheduler"], command: str) -> Any:
+    """Koordinator's profile of ``component``, fitted to the installed plugins and loaded; what was left out
+    is said on stderr. Raises ``ValidationError`` as a ``--config`` file would."""
+    from koord_framework.config.loader import load_text
+    from koord_framework.config.shipped import shipped_profile
+
+    profile = shipped_profile(component)
+    note = profile.note(command)
+    if note:
+        print(note, file=sys.stderr)
+    return load_text(profile.text, profile.source, component=component)
+
+
+def klog_level(verbosity: int) -> int:
+    """klog's ``--v`` as a logging level. klog logs errors, warnings and ``V(0)`` info always, and ``V(n)``
+    detail only at ``--v`` >= n; Koordinator logs routine detail at 4-5 and its charts run at 4. So 0-3 are
+    INFO and 4 and above DEBUG (Python has no finer levels worth mapping)."""
+    import logging
+
+    return logging.DEBUG if verbosity >= 4 else logging.INFO
+
+
+def setup_logging(verbosity: int) -> None:
+    """Log to stderr at the level ``--v`` names (the commands' shared format)."""
+    import logging
+
+    logging.basicConfig(
+        level=klog_level(verbosity),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+
+
+def newest_metric_time(paths: list[str]) -> float | None:
+    """The newest NodeMetric ``status.updateTime`` of the manifests, where a virtual clock starts by default:
+    example metrics recorded long ago are then as fresh as when they were taken, not silently expired.
+
+    Raises ``UsageError`` for a ``--cluster`` that holds nothing (an empty file, a folder without
+    manifests): running on it would report "0 scheduled" as if that were an answer."""
+    from koord_framework.cluster.manifests import MANIFEST_SUFFIXES, load_documents
+
+    newest = None
+    for path in paths:
+        docs = load_documents([path])
+        if not docs:
+            what = (
+                f"no manifests ({', '.join('*' + s for s in MANIFEST_SUFFIXES)}) in this folder"
+                if Path(path).is_dir()
+                else "no objects in this file"
+            )
+            raise UsageError(f"--cluster {path}: {what}")
+        for doc in docs:
+            if doc.obj.get("kind") != "NodeMetric":
+                continue
+            t = parse_time((doc.obj.get("status") or {}).get("updateTime"))
+            if t is not None and (newest is None or t > newest):
+                newest = t
+    return newest
 
 
 def print_json(data: Any) -> None:

@@ -1,15 +1,15 @@
 """``koord deschedule``: run descheduling cycles on a cluster described by manifests and report them.
 
     koord deschedule --cluster PATH [--config FILE] [--dry-run] [--rounds N] [--output table|json]
-                     [--now RFC3339] [--then-schedule [--scheduler-config FILE]]
+                     [--now RFC3339] [--explain] [--then-schedule [--scheduler-config FILE]]
 
-The manifests (nodes, pods, NodeMetrics, PodDisruptionBudgets, workloads; files or folders, ``--cluster``
-may repeat) are loaded into the embedded cluster on a virtual clock starting at ``--now`` (default: the
-newest NodeMetric ``updateTime``, so the metrics are fresh; else the wall clock). The descheduler is built
-from ``--config`` (a DeschedulerConfiguration, bare or in Koordinator's ConfigMap; default
-``configs/descheduler/koord-descheduler.yaml``) and runs ``--rounds`` cycles (default 1) spaced by its
-``deschedulingInterval``; between cycles migration jobs progress and, as koordlet would, NodeMetrics drop
-the pods that left. ``--dry-run`` evicts nothing and changes nothing.
+The manifests (nodes, pods, NodeMetrics, PodDisruptionBudgets, workloads; files or folders, ``--cluster`` may
+repeat) are loaded into the embedded cluster on a virtual clock starting at ``--now`` (default: the newest
+NodeMetric ``updateTime``, so the metrics are fresh; else the wall clock). The descheduler is built from
+``--config`` (a DeschedulerConfiguration, bare or in Koordinator's ConfigMap; default: Koordinator's
+``koord-descheduler-config``, shipped with koord, without the plugins that are not installed) and runs
+``--rounds`` cycles (default 1) spaced by its ``deschedulingInterval``; between cycles migration jobs progress
+and, as koordlet would, NodeMetrics drop the pods that left. ``--dry-run`` evicts nothing and changes nothing.
 
 Per round the report names the nodes balance plugins found over (high) and under (low) their thresholds,
 and every eviction with the plugin that asked and its reason; evictions that were refused follow. The
@@ -19,12 +19,15 @@ JSON is a contract:
                  "evictions": [{"pod": "ns/name", "node": "...", "plugin": "LowNodeLoad", "reason": "..."}]}]}
 
 with ``failedEvictions`` (same fields plus ``message``) and ``errors`` in a round only when it has some.
-``--then-schedule`` runs the scheduler (``--scheduler-config``, default
-``configs/scheduler/koord-scheduler.yaml``) next to the descheduler on the same clock: evicted pods are
-recreated as their controllers would, scheduled, and started (Running, Ready) as kubelet would, and
-Reservations (a ReservationFirst migration's) are scheduled as they appear. The report shows where the
-evicted pods went and the load imbalance (mean, standard deviation, spread of node usage %) before and
-after; the JSON then has a ``schedule`` key.
+``--explain`` adds, per candidate a plugin wanted to evict that stayed, its verdict: the Filter or
+PreEvictionFilter plugin that refused it and why (a namespace excluded, no owner workload, a limit of
+migrating pods reached, no other node fits), or why the eviction failed; and it says when a profile enables
+no deschedule or balance plugin at all (Koordinator's shipped profile only configures LowNodeLoad).
+``--then-schedule`` runs the scheduler (``--scheduler-config``, default Koordinator's, as ``koord simulate``)
+next to the descheduler on the same clock: evicted pods are recreated as their controllers would, scheduled,
+and started (Running, Ready) as kubelet would, and Reservations (a ReservationFirst migration's) are scheduled
+as they appear. The report shows where the evicted pods went and the load imbalance (mean, standard deviation,
+spread of node usage %) before and after; the JSON then has a ``schedule`` key.
 
 Exit status: 0 done, 1 a cycle reported errors, 2 bad input.
 """
@@ -35,20 +38,19 @@ import argparse
 import gc
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 from koord_framework.cli.common import (
     UsageError,
     add_manifest_command,
     bad_input,
-    config_path,
     cut,
+    newest_metric_time,
     parse_now,
     print_json,
+    shipped_config,
 )
-from koord_framework.cluster.clock import VirtualClock, parse_time
-from koord_framework.cluster.manifests import load_documents
+from koord_framework.cluster.clock import VirtualClock
 from koord_framework.cluster.memory import MemoryCluster
 from koord_framework.cluster.port import WatchEvent
 from koord_framework.config.loader import load_descheduler_config
@@ -67,8 +69,8 @@ from koord_framework.descheduler.simulation import (
 from koord_framework.errors import KoordError
 
 EXIT_OK, EXIT_ERRORS = 0, 1
-DEFAULT_CONFIG = Path("configs/descheduler/koord-descheduler.yaml")
-DEFAULT_SCHEDULER_CONFIG = Path("configs/scheduler/koord-scheduler.yaml")
+DEFAULT_CONFIG = "Koordinator's koord-descheduler-config, fitted to the installed plugins"
+DEFAULT_SCHEDULER_CONFIG = "Koordinator's koord-scheduler-config, as koord simulate"
 WIDTH = 100
 
 
@@ -91,6 +93,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="where the virtual clock starts (default: the newest NodeMetric updateTime)",
     )
     parser.add_argument(
+        "--explain",
+        action="store_true",
+        help="list every candidate a plugin wanted to evict that stayed, and why (which filter, limit)",
+    )
+    parser.add_argument(
         "--then-schedule",
         action="store_true",
         help="re-schedule the evicted pods and compare the load imbalance before and after",
@@ -107,45 +114,39 @@ def _bad_input(message: str) -> int:
     return bad_input("deschedule", message)
 
 
-def _newest_metric_time(paths: list[str]) -> float | None:
-    newest = None
-    for doc in load_documents(paths):
-        if doc.obj.get("kind") != "NodeMetric":
-            continue
-        t = parse_time((doc.obj.get("status") or {}).get("updateTime"))
-        if t is not None and (newest is None or t > newest):
-            newest = t
-    return newest
-
-
 def run(args: argparse.Namespace) -> int:
     if args.rounds < 1:
         return _bad_input(f"--rounds {args.rounds}: must be at least 1")
     try:
         now = parse_now(args.now)
-        config = config_path(args.config, DEFAULT_CONFIG)
-        sched_config = (
-            config_path(args.scheduler_config, DEFAULT_SCHEDULER_CONFIG, option="--scheduler-config")
-            if args.then_schedule
-            else None
-        )
     except UsageError as exc:
         return _bad_input(str(exc))
     try:
-        loaded = load_descheduler_config(config)
+        if args.config:
+            loaded = load_descheduler_config(args.config)
+        else:
+            loaded = shipped_config("descheduler", "deschedule")
         sched_loaded = None
-        if sched_config is not None:
+        if args.then_schedule:
             from koord_framework.config.loader import load_scheduler_config
 
-            sched_loaded = load_scheduler_config(sched_config)
+            if args.scheduler_config:
+                sched_loaded = load_scheduler_config(args.scheduler_config)
+            else:
+                sched_loaded = shipped_config("scheduler", "deschedule")
         if now is None:
-            now = _newest_metric_time(args.cluster) or time.time()
+            now = newest_metric_time(args.cluster) or time.time()
         cluster = MemoryCluster(VirtualClock(now), seed=0)
         cluster.load(args.cluster)
         result = deschedule(
-            cluster, loaded, rounds=args.rounds, dry_run=args.dry_run, scheduler_config=sched_loaded
+            cluster,
+            loaded,
+            rounds=args.rounds,
+            dry_run=args.dry_run,
+            scheduler_config=sched_loaded,
+            explain=getattr(args, "explain", False),
         )
-    except KoordError as exc:
+    except (KoordError, UsageError) as exc:
         return _bad_input(str(exc))
     if args.output == "json":
         print_json(result)
@@ -161,6 +162,7 @@ def deschedule(
     rounds: int = 1,
     dry_run: bool = False,
     scheduler_config: Any = None,
+    explain: bool = False,
 ) -> dict[str, Any]:
     """Run the cycles on ``cluster`` and, given a loaded scheduler configuration, re-schedule the evicted
     pods; returns the report in the JSON contract's shape."""
@@ -169,6 +171,8 @@ def deschedule(
         for p in cluster.list("Pod")[0]
     }
     d = Descheduler.from_config(loaded, cluster, dry_run=True if dry_run else None)
+    if explain:
+        d.services.verdicts = {}
     sim = _Companion(cluster, scheduler_config, originals) if scheduler_config is not None else None
     if sim is not None and not d.dry_run:
         d.companions.append(sim.tick)
@@ -193,6 +197,8 @@ def deschedule(
             if not last and not d.dry_run:
                 refresh_node_metrics(cluster, cluster.clock.now())
         out: dict[str, Any] = {"rounds": [_round(r) for r in reports]}
+        if explain:
+            out["explain"] = _explanation(loaded, reports, d.services.verdicts or {})
         if sim is not None:
             out["schedule"] = sim.report(metrics_before, placement_before)
     finally:
@@ -312,6 +318,36 @@ def _names(names: list[str]) -> str:
     return ", ".join(names) if names else "-"
 
 
+def _explanation(loaded: Any, reports: list[RoundReport], verdicts: dict[str, str]) -> dict[str, Any]:
+    """``--explain``: what the profiles can do at all, and the verdict on each candidate that stayed."""
+    notes = []
+    for prof in loaded.profiles:
+        points = prof.plugins.points
+        if not points.get("deschedule") and not points.get("balance"):
+            enabled = {name for names in points.values() for name in names}
+            configured = (
+                [e.name for e in prof.spec.plugin_config if e.name not in enabled] if prof.spec else []
+            )
+            hint = (
+                f" ({', '.join(configured)} configured in pluginConfig but not enabled)" if configured else ""
+            )
+            notes.append(
+                f"profile {prof.name}: no deschedule or balance plugin is enabled{hint}; nothing can be"
+                " evicted (enable one under plugins.balance or plugins.deschedule)"
+            )
+    candidates = [{"pod": pod, "verdict": verdict} for pod, verdict in sorted(verdicts.items())]
+    for r in reports:
+        for f in r.failures:
+            if f.pod not in verdicts:
+                candidates.append({"pod": f.pod, "verdict": f"eviction {f.result}: {f.message}"})
+    for r in reports:
+        if r.high and not r.evictions and not r.failures and not verdicts:
+            notes.append(
+                f"round {r.round}: nodes {', '.join(r.high)} are high but no pod on them was a candidate"
+            )
+    return {"notes": notes, "candidates": candidates}
+
+
 def render_table(result: dict[str, Any]) -> str:
     lines: list[str] = []
     for r in result["rounds"]:
@@ -358,6 +394,15 @@ def render_table(result: dict[str, Any]) -> str:
                     f"  {res:<10} {when:<7} {s['mean']:>8.2f} {s['stddev']:>8.2f} {s['min']:>8.2f} "
                     f"{s['max']:>8.2f} {s['spread']:>8.2f}"
                 )
+    explanation = result.get("explain")
+    if explanation is not None:
+        lines.append("")
+        lines.append("Explain:")
+        lines.extend(f"  {note}" for note in explanation["notes"])
+        # The whole verdict: the reason is the point of --explain, so it is never cut.
+        lines.extend(f"  {c['pod']}: {c['verdict']}" for c in explanation["candidates"])
+        if not explanation["notes"] and not explanation["candidates"]:
+            lines.append("  no candidate was refused by a filter or a limit")
     return "\n".join(lines) + "\n"
 
 

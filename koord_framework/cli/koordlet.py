@@ -2,13 +2,17 @@
 
     koord koordlet --node-name NAME (--cluster PATH... | --kubeconfig [FILE]) [--host-root DIR]
                    [--config FILE] [--once] [--duration SECONDS] [--health-address HOST:PORT]
-                   [--output text|json|yaml]
+                   [--output text|json|yaml] [--dry-run] [--v N]
 
 The agent reads the host under ``--host-root`` (default ``/``; the configuration's ``hostPaths`` are taken
 relative to it), the node's pods, NodeSLO, NodeResourceTopology and NodeMetric from the cluster (manifests
 loaded into the embedded cluster with ``--cluster``, or a real API server with ``--kubeconfig``), and runs
 the QoS strategies the configuration names (default: ``BECPUSuppress`` and ``CPUBurst``, Koordinator's
 default-on features, if installed).
+
+``--dry-run`` decides and prints as usual but writes nothing: no cgroup or resctrl file, no eviction, no
+NodeMetric or NodeResourceTopology (the "wrote" section lists what would have been written). A
+``--node-name`` the cluster has no Node for is bad input.
 
 ``--once`` runs one round -- two metric collections one interval apart, every strategy once, the NodeMetric
 report -- and prints what was measured, decided, written and evicted. Without it the agent runs until
@@ -117,6 +121,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help=f"serve /healthz, /readyz and /metrics here unless --once (default: {DEFAULT_HEALTH_ADDRESS})",
     )
     koordlet_hooks.add_flags(parser)
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="decide and print; write no host file, evict nobody, report nothing",
+    )
+    parser.add_argument("--v", type=int, default=0, metavar="N", help="klog verbosity (>= 4: debug)")
     parser.set_defaults(func=run)
 
 
@@ -128,6 +138,10 @@ def _bad_input(message: str) -> int:
 def run(args: argparse.Namespace, *, stop: threading.Event | None = None) -> int:
     """The command. ``stop``, when given, ends the long-running agent when set (besides SIGTERM/SIGINT):
     the way to stop it when embedded or run from a thread other than the main one."""
+    from koord_framework.cli.common import setup_logging
+
+    if getattr(args, "v", 0):  # unset, the agent's --once report is its whole output
+        setup_logging(args.v)
     try:
         gates_for("koordlet").parse(getattr(args, "feature_gates", ""))
     except FeatureGateError as exc:
@@ -167,12 +181,16 @@ def run(args: argparse.Namespace, *, stop: threading.Event | None = None) -> int
         )
         strategies = None
         hooks = []
-    agent = KoordletAgent(node, cluster, host=host, options=options, strategies=strategies, hooks=hooks)
+    if getattr(args, "dry_run", False):
+        options = dataclasses.replace(
+            options, dry_run=True, report_node_metric=False, report_node_topology=False
+        )
     if cluster is not None and cluster.try_get("Node", node) is None:
-        print(f"koord koordlet: warning: the cluster has no Node {node!r}", file=sys.stderr)
+        return _bad_input(f"--node-name {node}: the cluster has no Node of that name")
+    agent = KoordletAgent(node, cluster, host=host, options=options, strategies=strategies, hooks=hooks)
     if args.once:
         report = agent.run_once()
-        _print_report(report, agent, args.output, sys.stdout)
+        _print_report(report, agent, args.output, sys.stdout, dry_run=getattr(args, "dry_run", False))
         return EXIT_PROBLEM if report.errors and _strategy_failed(report, agent) else EXIT_OK
     server = None
     if hook_server is not None and agent.hooks.hooks:
@@ -237,9 +255,11 @@ def _serve(
     """The long-running agent with its health server, until ``stop`` (or SIGTERM/SIGINT, or
     ``--duration``), or until its loop dies (``koord_framework.component``: exit 1 with the reason)."""
     readiness = Readiness(s.name for s in agent.strategies)
+    limiter = RepeatLimiter(agent.clock.now)
 
     def on_step(report: RoundReport) -> None:
         readiness.observe(report)
+        report.errors = limiter.filter(report.errors)
         _print_events(report, args.output, sys.stdout)
 
     # Liveness is "the loop is alive", deliberately not "a step finished recently": a restart throws away
@@ -261,6 +281,30 @@ def _serve(
         close = getattr(agent.cluster, "close", None)  # a real cluster's connections and watches
         if callable(close):
             close()
+
+
+class RepeatLimiter:
+    """The same error every second (a cgroup file that is gone, an API server that is down) is printed once,
+    then again at most once per ``interval`` with the number of repeats in between, as klog's rate-limited
+    loggers do; a different error is printed at once."""
+
+    def __init__(self, now: Callable[[], float], interval: float = 60.0) -> None:
+        self._now = now
+        self.interval = interval
+        self._last: dict[str, tuple[float, int]] = {}
+
+    def filter(self, errors: Iterable[str]) -> list[str]:
+        out = []
+        t = self._now()
+        for err in errors:
+            seen = self._last.get(err)
+            if seen is None or t - seen[0] >= self.interval:
+                repeats = seen[1] if seen else 0
+                out.append(err if not repeats else f"{err} (repeated {repeats} times since)")
+                self._last[err] = (t, 0)
+            else:
+                self._last[err] = (seen[0], seen[1] + 1)
+        return out
 
 
 class Readiness:
@@ -317,7 +361,9 @@ def _strategy_failed(report: RoundReport, agent: KoordletAgent) -> bool:
 # --- printing ----------------------------------------------------------------------------------------------
 
 
-def _print_report(report: RoundReport, agent: KoordletAgent, output: str, out: TextIO) -> None:
+def _print_report(
+    report: RoundReport, agent: KoordletAgent, output: str, out: TextIO, *, dry_run: bool = False
+) -> None:
     data = report.as_dict()
     data = {"node": agent.node_name, "host": agent.host.describe(), "cgroup": _layout(agent), **data}
     if output == "json":
@@ -358,7 +404,7 @@ def _print_report(report: RoundReport, agent: KoordletAgent, output: str, out: T
         w(f"  {d.strategy}: {d.summary}{_details(d.details)}\n")
     if not report.decisions:
         w("  (nothing)\n")
-    w("wrote:\n")
+    w("would write (--dry-run, nothing written):\n" if dry_run else "wrote:\n")
     for rec in report.writes:
         w(
             f"  {rec.path}: {rec.old} -> {rec.new} ({rec.status.value}; {rec.owner}: {rec.reason})"
@@ -366,7 +412,7 @@ def _print_report(report: RoundReport, agent: KoordletAgent, output: str, out: T
         )
     if not report.writes:
         w("  (nothing changed)\n")
-    w("evicted:\n")
+    w("would evict (--dry-run):\n" if dry_run else "evicted:\n")
     for e in report.evictions:
         w(f"  {e.namespace}/{e.name}: {e.reason}{'' if e.ok else ' (refused: ' + str(e.error) + ')'}\n")
     if not report.evictions:
@@ -418,4 +464,4 @@ def _details(details: dict[str, Any]) -> str:
     return " " + (text if len(text) < 400 else text[:397] + "...")
 
 
-__all__ = ["DEFAULT_HEALTH_ADDRESS", "Readiness", "register", "run"]
+__all__ = ["DEFAULT_HEALTH_ADDRESS", "Readiness", "RepeatLimiter", "register", "run"]

@@ -55,7 +55,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     new.add_argument("name", help="the plugin's name, CamelCase (e.g. NodeLabelPreference)")
     new.add_argument(
-        "--dest", default="plugins", help="directory to create the distribution in (default: plugins)"
+        "--dest",
+        metavar="DIR",
+        help="directory to create the distribution in, as DIR/<name> (default: ./koord-plugin-<name>)",
     )
     new.set_defaults(func=run_new)
     docs = sub.add_parser(
@@ -77,7 +79,12 @@ def run_new(args: argparse.Namespace) -> int:
     from koord_framework.templates import render_plugin
 
     try:
-        target = render_plugin(args.name, Path(args.dest))
+        if args.dest:
+            target = render_plugin(args.name, Path(args.dest))
+        else:
+            from koord_framework.templates import slug_of
+
+            target = render_plugin(args.name, Path("."), directory=f"koord-plugin-{slug_of(args.name)}")
     except (ValueError, FileExistsError) as exc:
         print(f"koord: error: {exc}", file=sys.stderr)
         return 2
@@ -153,9 +160,11 @@ def _describe_each(registry: PluginRegistry, errors: list[str]) -> list[PluginIn
 
 def _table(rows: list[_Row]) -> str:
     headers = ("NAME", "GROUP", "EXTENSION POINTS", "DISTRIBUTION", "VERSION")
-    name_w = min(max([len(headers[0]), *(len(r.name) for r in rows)]), 28)
+    # Names and distributions are what a user types next (in a profile, to pip): never cut; the extension
+    # points wrap into the width left.
+    name_w = max([len(headers[0]), *(len(r.name) for r in rows)])
     group_w = max([len(headers[1]), *(len(r.component) for r in rows)])
-    dist_w = min(max([len(headers[3]), *(len(r.distribution) for r in rows)]), 26)
+    dist_w = max([len(headers[3]), *(len(r.distribution) for r in rows)])
     ver_w = min(max([len(headers[4]), *(len(r.version) for r in rows)]), 10)
     points_w = max(TABLE_WIDTH - name_w - group_w - dist_w - ver_w - 8, 16)
     widths = (name_w, group_w, points_w, dist_w, ver_w)
@@ -167,10 +176,10 @@ def _table(rows: list[_Row]) -> str:
     for r in rows:
         points = textwrap.wrap(", ".join(r.points) or "-", points_w) or ["-"]
         cells = [
-            _clip(r.name, name_w),
+            r.name,
             r.component,
             points[0],
-            _clip(r.distribution, dist_w),
+            r.distribution,
             _clip(r.version, ver_w),
         ]
         out.append(line(tuple(cells)))

@@ -83,6 +83,7 @@ def run_validate(args: argparse.Namespace) -> int:
 def summary(loaded: LoadedConfig, *, verbose: bool = False) -> list[str]:
     """Human lines describing a valid configuration."""
     lines = [f"{loaded.source}: valid {loaded.config.KIND}"]
+    lines += [f"  note: {note}" for note in getattr(loaded, "notes", ())]
     if isinstance(loaded, LoadedSchedulerConfig):
         for prof in loaded.profiles:
             lines.append(f"  profile {prof.scheduler_name}: {len(prof.plugins.needed)} plugins")

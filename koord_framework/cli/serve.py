@@ -44,6 +44,7 @@ from typing import Any, Final
 
 from prometheus_client import CollectorRegistry
 
+from koord_framework.cli.common import klog_level, setup_logging
 from koord_framework.cluster.fence import FencedCluster, WriteFence
 from koord_framework.cluster.port import ClusterPort
 from koord_framework.component import (
@@ -78,12 +79,6 @@ EXIT_BAD_INPUT: Final = 2
 
 DEFAULT_ADDRESS = {"scheduler": "0.0.0.0:10251", "descheduler": "0.0.0.0:10251"}
 LEASE_NAMESPACE = "koordinator-system"
-
-
-# --- logging ---------------------------------------------------------------------------------------------
-def klog_level(verbosity: int) -> int:
-    """klog's ``--v`` as a logging level: Koordinator's charts use 4 for debug detail, 0-3 for the usual."""
-    return logging.DEBUG if verbosity >= 4 else logging.INFO
 
 
 # --- the components --------------------------------------------------------------------------------------
@@ -222,8 +217,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         parser.add_argument("--client-burst", type=int, metavar="N")
         parser.add_argument(
             "--leader-elect",
+            nargs="?",
+            const="true",
             choices=("true", "false"),
-            help="override the configuration's leaderElection.leaderElect",
+            help="override the configuration's leaderElection.leaderElect (bare: true, as Go's flags)",
         )
         parser.add_argument("--identity", help="leader-election identity (default: HOSTNAME_<uuid>)")
         parser.add_argument("--v", type=int, default=0, metavar="N", help="klog verbosity (>= 4: debug)")
@@ -270,9 +267,7 @@ def serve(
 ) -> int:
     """The command. ``cluster`` replaces the one the kubeconfig names (tests run it on the embedded
     cluster); setting ``stop`` ends the run as SIGTERM does."""
-    logging.basicConfig(
-        level=klog_level(args.v), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
-    )
+    setup_logging(args.v)
     _check_feature_gates(name, args.feature_gates)
     from koord_framework.cluster.kube import KubeCluster, LeaderElectionConfig
     from koord_framework.config.loader import load_descheduler_config, load_scheduler_config
@@ -281,6 +276,8 @@ def serve(
     loaded: Any = (
         load_scheduler_config(args.config) if name == "scheduler" else load_descheduler_config(args.config)
     )
+    for note in getattr(loaded, "notes", ()):  # an older apiVersion read as v1: say what changed
+        print(f"koord {name}: {args.config}: {note}", file=sys.stderr)
     cfg = loaded.config
     election = cfg.leader_election
     leader_elect = election.leader_elect if args.leader_elect is None else args.leader_elect == "true"

@@ -5,14 +5,16 @@
 
 The manifests (nodes, bound and pending pods, Koordinator CRDs; files or folders, ``--cluster`` may repeat)
 are loaded into the embedded cluster, the scheduler built from ``--config`` (a KubeSchedulerConfiguration,
-bare or in Koordinator's ConfigMap; default ``configs/scheduler/koord-scheduler.yaml``) runs until nothing
-more can happen, on a virtual clock that starts at ``--now`` (default: the wall clock), and the result is
-printed. ``--explain`` adds every node's Filter verdict and every plugin's raw, normalized and weighted
-scores (json/yaml); every feasible node is then searched and scored, so on clusters of 100 nodes or more
-the sampling of ``percentageOfNodesToScore`` is off. ``--write-state DIR`` writes the resulting cluster as
-manifests that ``--cluster`` reads back.
+bare or in Koordinator's ConfigMap; default: Koordinator's ``koord-scheduler-config``, shipped with koord,
+without the plugins that are not installed) runs until nothing more can happen, on a virtual clock that starts
+at ``--now`` (default: the newest NodeMetric ``updateTime``, so the metrics are fresh, as in ``koord
+deschedule``; else the wall clock), and the result is printed. ``--explain`` adds every node's Filter verdict
+and every plugin's raw, normalized and weighted scores (json/yaml); every feasible node is then searched and
+scored, so on clusters of 100 nodes or more the sampling of ``percentageOfNodesToScore`` is off.
+``--write-state DIR`` writes the resulting cluster as manifests that ``--cluster`` reads back.
 
-Exit status: 0 every pod was scheduled, 1 some were not, 2 bad input.
+Exit status: 0 every pod was scheduled, 1 some were not (or every pending pod names a scheduler no profile
+serves: nothing was done), 2 bad input (a file that cannot be read, a ``--cluster`` with no manifests).
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 from typing import Any, TextIO
 
 import yaml
@@ -29,17 +30,19 @@ from koord_framework.cli.common import (
     UsageError,
     add_manifest_command,
     bad_input,
-    config_path,
     cut,
+    newest_metric_time,
     parse_now,
     print_json,
+    shipped_config,
 )
 from koord_framework.cluster.manifests import dump_manifests
+from koord_framework.config.loader import load_scheduler_config
 from koord_framework.errors import KoordError
 from koord_framework.scheduler.simulate import SimulationResult, simulate
 
 EXIT_OK, EXIT_UNSCHEDULED = 0, 1
-DEFAULT_CONFIG = Path("configs/scheduler/koord-scheduler.yaml")
+DEFAULT_CONFIG = "Koordinator's koord-scheduler-config, fitted to the installed plugins"
 WIDTH = 100
 
 
@@ -57,22 +60,34 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument("--write-state", metavar="DIR", help="write the resulting cluster as manifests")
     parser.add_argument("--seed", type=int, default=0, help="seed of the tie-breaking among equal nodes")
-    parser.add_argument("--now", metavar="RFC3339", help="where the virtual clock starts (default: now)")
+    parser.add_argument(
+        "--now",
+        metavar="RFC3339",
+        help="where the virtual clock starts (default: the newest NodeMetric updateTime, else now)",
+    )
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     try:
         now = parse_now(args.now)
-        config = config_path(args.config, DEFAULT_CONFIG)
     except UsageError as exc:
         return _bad_input(str(exc))
     progress = _Progress(sys.stderr)
     try:
+        if args.config:
+            config = load_scheduler_config(args.config)
+            for note in config.notes:  # an older apiVersion read as v1: say what changed
+                print(f"koord simulate: {args.config}: {note}", file=sys.stderr)
+        else:
+            config = shipped_config("scheduler", "simulate")
+        newest = newest_metric_time(args.cluster)
+        if now is None:
+            now = newest or time.time()
         result, cluster = simulate(
             args.cluster, config, seed=args.seed, now=now, explain=args.explain, on_cycle=progress.update
         )
-    except KoordError as exc:
+    except (KoordError, UsageError) as exc:
         progress.clear()
         return _bad_input(str(exc))
     finally:
@@ -89,11 +104,29 @@ def run(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(render_table(result, explain=args.explain))
     if result.ignored:
+        served = ", ".join(sorted({p.scheduler_name for p in _profiles(config)})) or "none"
+        shown = ", ".join(result.ignored_pods[:10]) + (
+            f" (+{len(result.ignored_pods) - 10} more)" if len(result.ignored_pods) > 10 else ""
+        )
         print(
-            f"koord simulate: {result.ignored} pending pod(s) name a scheduler no profile serves; left alone",
+            f"koord simulate: {result.ignored} pending pod(s) name a scheduler no profile serves"
+            f" (profiles serve: {served}); left alone: {shown}",
             file=sys.stderr,
         )
+    if not result.pods and not result.reservations:
+        # Nothing was scheduled because nothing was ours: say so in the status too.
+        print(
+            "koord simulate: no pending pod for this configuration's profiles; nothing done", file=sys.stderr
+        )
+        return EXIT_UNSCHEDULED if result.ignored else EXIT_OK
     return EXIT_OK if result.all_scheduled else EXIT_UNSCHEDULED
+
+
+def _profiles(config: Any) -> list[Any]:
+    from koord_framework.config.loader import load_scheduler_config
+
+    loaded = config if not isinstance(config, str) else load_scheduler_config(config)
+    return list(loaded.profiles)
 
 
 def _bad_input(message: str) -> int:

@@ -13,6 +13,7 @@ every profile's effective plugins with their classes and validated args, ready t
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ from yaml.scanner import ScannerError
 
 from koord_framework.config import descheduler as desched
 from koord_framework.config import koordlet as klet
+from koord_framework.config import legacy
 from koord_framework.config import scheduler as sched
 from koord_framework.config.common import LabelSelector, PluginConfig, TypedConfig
 from koord_framework.config.problems import (
@@ -92,6 +94,8 @@ class LoadedSchedulerConfig:
     config: sched.KubeSchedulerConfiguration
     profiles: tuple[ResolvedSchedulerProfile, ...]
     component: Component = "scheduler"
+    notes: tuple[str, ...] = ()
+    """What was converted on the way (a v1beta2/v1beta3 configuration read as v1), for the user to see."""
 
     def profile(self, scheduler_name: str) -> ResolvedSchedulerProfile:
         for prof in self.profiles:
@@ -567,6 +571,12 @@ def _check_config_entries(
 def _load_scheduler(
     data: Any, problems: list[Problem], registry: PluginRegistry, source: str
 ) -> LoadedSchedulerConfig:
+    old_defaults = legacy.v1beta2(data)
+    data, notes = legacy.convert_scheduler(data)
+    resolve = sched.resolve_plugins
+    if old_defaults:
+        resolve = functools.partial(sched.resolve_plugins, defaults=sched.V1BETA2_DEFAULT_PLUGINS)
+        notes.append("v1beta2's default score weights: TaintToleration, NodeAffinity, InterPodAffinity 1")
     data = sched.default_profiles(data)
     cfg = _validate_shape(sched.KubeSchedulerConfiguration, data, data, problems)
     if cfg is not None:
@@ -581,14 +591,14 @@ def _load_scheduler(
             spec=prof,
         )
         for prof, eff, args in _resolve_profiles(
-            cfg, data, sched.KubeSchedulerProfile, sched.resolve_plugins, registry, problems, invalid_plugins
+            cfg, data, sched.KubeSchedulerProfile, resolve, registry, problems, invalid_plugins
         )
     ]
     if not problems:
         problems += _queue_sort_args_problems(resolved)
     if problems or cfg is None:
         raise ValidationError(source, problems)
-    return LoadedSchedulerConfig(source=source, config=cfg, profiles=tuple(resolved))
+    return LoadedSchedulerConfig(source=source, config=cfg, profiles=tuple(resolved), notes=tuple(notes))
 
 
 def _queue_sort_args_problems(profiles: Sequence[ResolvedSchedulerProfile]) -> list[Problem]:

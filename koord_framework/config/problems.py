@@ -249,7 +249,12 @@ def from_pydantic(
 
 
 def unknown_plugin_message(name: str, registry: PluginRegistry, *, listing: bool = True) -> str:
+    from koord_framework.config.shipped import distribution_of
+
     installed = registry.names()
+    dist = distribution_of(registry.group, name)
+    if dist is not None:  # one of the project's plugins: say which distribution brings it
+        return f'plugin "{name}" is not installed in {registry.group}: pip install {dist}'
     message = f'plugin "{name}" is not installed in {registry.group}{suggest(name, installed)}'
     if listing:
         message += f" (installed: {', '.join(installed) if installed else 'none'})"

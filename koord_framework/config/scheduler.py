@@ -43,6 +43,7 @@ from koord_framework.config.common import (
     default_contention_profiling,
     qualified_name_errors,
 )
+from koord_framework.config.legacy import V1BETA2_SCORE_WEIGHTS
 from koord_framework.config.problems import PathPart, load_class, not_implemented_message, problem
 from koord_framework.errors import Problem, ValidationError
 from koord_framework.plugin import Plugin
@@ -227,6 +228,16 @@ DEFAULT_PLUGINS = Plugins(
     )
 )
 """kube-scheduler v1's ``getDefaultPlugins()`` with its default feature gates."""
+
+V1BETA2_DEFAULT_PLUGINS = Plugins(
+    multi_point=PluginSet(
+        enabled=[
+            _p(ref.name, V1BETA2_SCORE_WEIGHTS.get(ref.name, ref.weight))
+            for ref in DEFAULT_PLUGINS.multi_point.enabled
+        ]
+    )
+)
+"""The defaults of a ``v1beta2`` configuration (``config.legacy``): v1beta2's score weights."""
 
 _T = TypeVar("_T")
 

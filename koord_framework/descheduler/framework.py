@@ -87,10 +87,18 @@ class _EvictorProxy(Evictor):
         self._fw = framework
 
     def filter(self, pod: PodInfo) -> bool:
-        return all(plugin.filter(pod) for plugin in self._fw.filter_plugins)
+        for plugin in self._fw.filter_plugins:
+            if not plugin.filter(pod):
+                self._fw.services.refused(pod, plugin, "Filter")
+                return False
+        return True
 
     def pre_eviction_filter(self, pod: PodInfo) -> bool:
-        return all(p.pre_eviction_filter(pod) for p in self._fw.pre_eviction_filter_plugins)
+        for plugin in self._fw.pre_eviction_filter_plugins:
+            if not plugin.pre_eviction_filter(pod):
+                self._fw.services.refused(pod, plugin, "PreEvictionFilter")
+                return False
+        return True
 
     def evict(self, pod: PodInfo, options: EvictOptions) -> bool:
         fw = self._fw

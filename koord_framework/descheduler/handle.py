@@ -131,6 +131,19 @@ class Services:
         """Set when the component is asked to stop: the round in progress evicts nothing more."""
         self.report = RoundReport(round=0, time=self.clock.now())
         """The report of the round in progress (round 0 collects anything done outside a round)."""
+        self.verdicts: dict[str, str] | None = None
+        """``koord deschedule --explain``: pod key -> why a candidate stayed (the Filter or PreEvictionFilter
+        plugin that refused it, with its reason when the plugin gives one); None records nothing."""
+
+    def refused(self, pod: PodInfo, plugin: Any, point: str) -> None:
+        """Note that ``plugin`` at ``point`` refused ``pod`` (only while verdicts are recorded). A plugin may
+        say why with ``refusal_reason(pod) -> str | None``."""
+        if self.verdicts is None or pod.key in self.verdicts:
+            return
+        explain = getattr(plugin, "refusal_reason", None)
+        why = explain(pod) if callable(explain) else None
+        name = getattr(plugin, "name", type(plugin).__name__)
+        self.verdicts[pod.key] = f"refused by {point} {name}" + (f": {why}" if why else "")
 
     def ready_nodes(self, label_selector: str = "") -> list[NodeRecord]:
         match = parse_selector_string(label_selector)

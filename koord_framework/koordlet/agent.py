@@ -84,6 +84,8 @@ class AgentOptions:
     cgroup_version: int | None = None
     cgroup_driver: str | None = None
     dry_run_eviction: bool = False
+    dry_run: bool = False
+    """Decide and report, write nothing: no host file, no eviction, no NodeMetric or topology report."""
     prediction_cold_start_seconds: float = 86400.0
     prediction_safety_margin_percent: int = 10
     report_node_topology: bool = True
@@ -225,9 +227,10 @@ class KoordletAgent:
             clock=self.clock,
             force_update_seconds=cfg.resource_force_update_seconds,
             registry=self.registry,
+            dry_run=cfg.dry_run,
         )
         self.evictor = Evictor(
-            cluster, clock=self.clock, dry_run=cfg.dry_run_eviction, registry=self.registry
+            cluster, clock=self.clock, dry_run=cfg.dry_run_eviction or cfg.dry_run, registry=self.registry
         )
         self.collector = ResourceCollector(host, self.layout, self.metrics)
         self.reporter = NodeMetricReporter(

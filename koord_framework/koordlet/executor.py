@@ -228,8 +228,12 @@ class ResourceExecutor:
         force_update_seconds: float = 60.0,
         audit_capacity: int = 4096,
         registry: CollectorRegistry | None = None,
+        dry_run: bool = False,
     ) -> None:
         self.layout = layout
+        self.dry_run = dry_run
+        """Validate, compare and audit every update as usual, but write nothing (``koord koordlet
+        --dry-run``): the audit then lists what would have been written."""
         self.clock: Clock = clock or WallClock()
         self.node_cpus: frozenset[int] | None = frozenset(node_cpus) if node_cpus is not None else None
         self.force_update_seconds = force_update_seconds
@@ -397,7 +401,7 @@ class ResourceExecutor:
                     u, str(plan.path), WriteStatus.UNCHANGED, plan.text, current, None, audit=False
                 )
         try:
-            _write_text(plan.path, plan.text, append=plan.append)
+            self._write(plan.path, plan.text, append=plan.append)
         except _Skip as skip:
             return self._finish(u, str(plan.path), skip.status, plan.text, current, str(skip))
         if log is not None and current is not None:
@@ -425,11 +429,15 @@ class ResourceExecutor:
         )
         try:
             merged_plan = self._plan(loose)
-            _write_text(merged_plan.path, merged_plan.text)
+            self._write(merged_plan.path, merged_plan.text)
         except _Skip as skip:
             return self._finish(loose, str(plan.path), skip.status, merged, current, str(skip))
         log.append((index, merged_plan, current, loose))
         return self._finish(loose, str(plan.path), WriteStatus.WRITTEN, merged_plan.text, current, None)
+
+    def _write(self, path: Path, text: str, *, append: bool = False) -> None:
+        if not self.dry_run:
+            _write_text(path, text, append=append)
 
     def _merged_text(self, u: CgroupUpdate, current: str, new_text: str) -> str | None:
         """The looser of old and new for pass 1, or None when the old value is already loose enough."""
@@ -471,7 +479,7 @@ class ResourceExecutor:
     ) -> None:
         for index, plan, old, u in reversed(log):
             try:
-                _write_text(plan.path, old)
+                self._write(plan.path, old)
                 status = WriteStatus.ROLLED_BACK
                 err = f"undone because {cause.path or cause.key} failed: {cause.error}"
             except _Skip as skip:

@@ -112,6 +112,8 @@ class SimulationResult:
     plugins: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     """Plugin name → the rows of its own report section (``ReportingPlugin``), e.g. one per gang."""
     plugin_columns: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    ignored_pods: list[str] = field(default_factory=list)
+    """``namespace/name (schedulerName)`` of each ignored pod."""
 
     def count(self, status: str) -> int:
         return sum(1 for p in self.pods if p.status == status)
@@ -130,6 +132,7 @@ class SimulationResult:
             "unschedulable": self.count(UNSCHEDULABLE),
             "waiting": self.count(WAITING),
             "ignored": self.ignored,
+            "ignoredPods": list(self.ignored_pods),
             "seconds": round(self.seconds, 6),
             "podsPerSecond": round(scheduled / self.seconds, 3) if self.seconds > 0 else 0.0,
         }
@@ -186,6 +189,9 @@ def simulate(
         sched.close()
     pods = _pod_reports(sched, [p.uid for p in ours], explain)
     result = SimulationResult(pods, _node_reports(sched), seconds, len(pending) - len(ours), cycles)
+    result.ignored_pods = sorted(
+        f"{p.key} ({p.scheduler_name})" for p in pending if not sched.responsible_for(p)
+    )
     result.reservations = _reservation_reports(sched, cluster)
     for fw in sched.frameworks.values():
         for name, plugin in fw.plugins.items():

@@ -22,8 +22,9 @@ def slug_of(name: str) -> str:
     return name.lower()
 
 
-def render_plugin(name: str, dest: Path, kind: str = "scheduler") -> Path:
-    """Render the ``kind`` template for plugin ``name`` into ``dest/<slug>``; returns that directory.
+def render_plugin(name: str, dest: Path, kind: str = "scheduler", *, directory: str | None = None) -> Path:
+    """Render the ``kind`` template for plugin ``name`` into ``dest/<directory>`` (default ``dest/<slug>``,
+    the layout of the project's ``plugins/``); returns that directory.
 
     Refuses to overwrite an existing directory, so a typo never clobbers a plugin.
     """
@@ -32,7 +33,7 @@ def render_plugin(name: str, dest: Path, kind: str = "scheduler") -> Path:
     if kind != "scheduler":
         raise ValueError(f"no template for {kind!r}; available: scheduler")
     slug = slug_of(name)
-    target = Path(dest) / slug
+    target = Path(dest) / (directory or slug)
     if target.exists():
         raise FileExistsError(f"{target} already exists")
     major_minor = ".".join(__version__.split(".")[:2]) if __version__[0].isdigit() else "0.1"

@@ -194,6 +194,7 @@ def test_json_output_validates_and_exits_0_when_everything_is_scheduled(
     node0 = next(n for n in doc["nodes"] if n["name"] == "node-0")
     assert node0["allocatable"]["cpu"] == "4"
     assert "1 pending pod(s) name a scheduler no profile serves" in err
+    assert "(profiles serve: koord-scheduler); left alone: shop/elsewhere (default-scheduler)" in err
 
 
 def test_explain_adds_filter_verdicts_and_scores(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -284,10 +285,13 @@ def test_write_state_round_trips(tmp_path: Path, capsys: pytest.CaptureFixture[s
     code, out, _ = run_on(capsys, cluster, "-o", "json", "--write-state", str(state), "--now", NOW)
     assert code == 0
     first = json.loads(out)
-    code, out, _ = run_on(capsys, state, "-o", "json", "--now", NOW)
+    code, out, err = run_on(capsys, state, "-o", "json", "--now", NOW)
     again = json.loads(out)
-    assert code == 0
-    assert again["pods"] == []  # everything is bound now
+    # Everything of ours is bound now; the one pod naming another scheduler is all that is pending, so
+    # nothing was done, and the status says so.
+    assert code == 1
+    assert "nothing done" in err and "left alone: shop/elsewhere (default-scheduler)" in err
+    assert again["pods"] == []
     assert again["nodes"] == first["nodes"]
 
 

@@ -248,7 +248,7 @@ CASES: list[tuple[str, str, str, str]] = [
     ),
     (
         "old-api-version",
-        "apiVersion: kubescheduler.config.k8s.io/v1beta3\nkind: KubeSchedulerConfiguration\n",
+        "apiVersion: kubescheduler.config.k8s.io/v1beta1\nkind: KubeSchedulerConfiguration\n",
         "apiVersion",
         "is not supported for KubeSchedulerConfiguration; use 'kubescheduler.config.k8s.io/v1'",
     ),

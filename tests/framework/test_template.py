@@ -75,3 +75,18 @@ def test_cli_new_renders_and_refuses_to_overwrite(tmp_path: Path, capsys: pytest
     assert main(["plugins", "new", "MyScore", "--dest", str(tmp_path)]) == 2
     assert "already exists" in capsys.readouterr().err
     assert main(["plugins", "new", "bad-name", "--dest", str(tmp_path)]) == 2
+
+
+def test_cli_new_defaults_to_a_koord_plugin_folder_here(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from koord_framework.cli.main import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["plugins", "new", "NodeLabelPreference"]) == 0
+    root = tmp_path / "koord-plugin-nodelabelpreference"
+    assert (root / "src/koord_plugin_nodelabelpreference/py.typed").is_file()
+    assert (root / "tests/test_conformance.py").is_file()  # where docs/writing-plugins.md puts it
+    assert "schedulerName: koord-scheduler" in (root / "examples/profile.yaml").read_text()
+    assert "koord-plugin-kubernetes" in (root / "pyproject.toml").read_text()
+    assert not (tmp_path / "plugins").exists()

@@ -26,16 +26,19 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode
 
-import urllib3
-from kubernetes import client as k8s_client
-from kubernetes import config as k8s_config
-
 from koord_framework.cluster.kinds import KINDS, KindInfo, unknown_kind
 from koord_framework.cluster.kube.connectivity import Connectivity, install_filter
 from koord_framework.cluster.kube.errors import KubeApiError, error_for_status
 from koord_framework.cluster.kube.http import LeanHttp
 from koord_framework.cluster.kube.ratelimit import TokenBucket
-from koord_framework.errors import ClusterError, NotFoundError
+from koord_framework.errors import ClusterError, KubeClientMissingError, NotFoundError
+
+try:
+    import urllib3
+    from kubernetes import client as k8s_client
+    from kubernetes import config as k8s_config
+except ImportError as _missing:  # the optional extra koord-framework[kube] (docs/adr/0006)
+    raise KubeClientMissingError() from _missing
 
 __all__ = ["DEFAULT_BURST", "DEFAULT_QPS", "Resource", "Transport"]
 
@@ -136,6 +139,9 @@ class Transport:
         if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
             k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
         else:
+            if kubeconfig and not os.path.isfile(kubeconfig):
+                # The client would say "No configuration found", which reads as an empty file.
+                raise ClusterError(f"kubeconfig {kubeconfig}: no such file")
             try:
                 k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
                     config_file=kubeconfig,

@@ -103,6 +103,40 @@ class MigrationFilter:
             return False
         return self.non_retryable(pod) and self.retryable(pod, arbitrating=False)
 
+    def refusal_reason(self, pod: PodInfo) -> str | None:
+        """Why ``filter`` refuses ``pod``, check by check in its order (``koord deschedule --explain``);
+        None when it admits the pod."""
+        if self._job_of(pod, self._active_jobs(arbitrating=False)):
+            return "a PodMigrationJob for the pod is already running"
+        if not self.reservation_filter(pod):
+            return f"schedulerName {pod.scheduler_name} is not one of schedulerNames (ReservationFirst)"
+        if has_evict_annotation(pod):
+            return None
+        if self._include and pod.namespace not in self._include:
+            return f"namespace {pod.namespace} is not in namespaces.include"
+        if self._exclude and pod.namespace in self._exclude:
+            return f"namespace {pod.namespace} is in namespaces.exclude"
+        if eviction_cost(pod) == MAX_INT32:
+            return "its eviction cost is the maximum (never evicted)"
+        evictor = self.evictor_filter.reasons(pod)
+        if evictor:
+            return "; ".join(evictor)
+        ref = pod.controller_ref()
+        if ref is not None and self._workload_pods(pod) is None:
+            return f"its owner {ref.kind}/{ref.name} cannot be found or is not a supported workload"
+        if not self.args.skips("ExpectedReplicas") and not self.expected_replicas_ok(pod):
+            return "its workload's expected replicas would all be disrupted at once (ExpectedReplicas)"
+        active = self._active_jobs(False)
+        for gate, check in (
+            ("MaxMigratingGlobally", self._globally_ok),
+            ("MaxMigratingPerNode", self._per_node_ok),
+            ("MaxMigratingPerNamespace", self._per_namespace_ok),
+            ("MaxMigratingPerWorkload/MaxUnavailablePerWorkload", self._per_workload_ok),
+        ):
+            if not any(self.args.skips(g) for g in gate.split("/")) and not check(pod, active):
+                return f"{gate} reached"
+        return None
+
     def reservation_filter(self, pod: PodInfo) -> bool:
         if self.args.default_job_mode != MODE_RESERVATION_FIRST:
             return True

@@ -53,6 +53,13 @@ class MigrationController(
     def filter(self, pod: PodInfo) -> bool:
         return self.migration_filter.filter(pod)
 
+    def refusal_reason(self, pod: PodInfo) -> str | None:
+        """Why Filter or PreEvictionFilter refuses ``pod`` (``koord deschedule --explain``)."""
+        why = self.migration_filter.refusal_reason(pod)
+        if why is None and not self.pre_eviction_filter(pod):
+            return "no other node fits it (nodeFit)"
+        return why
+
     def pre_eviction_filter(self, pod: PodInfo) -> bool:
         if self.config.node_fit and not self.config.skips("NodeFit"):
             nodes = self.handle.ready_nodes(self.config.node_selector)
