@@ -3,14 +3,16 @@
 The test starts containerd on sockets, state and root under a temporary directory (its own config.toml,
 cgroupfs driver, overlayfs or -- where the kernel will not mount it -- the native snapshotter), imports a
 busybox image built here from Debian's static busybox (``busybox_image.py``) as both the sandbox image and
-the container image, starts ``koord runtime-proxy`` in front of it and a koordlet hook server running the
-project's five hook plugins, registered in the proxy's hook config directory. Then it acts as the kubelet
-over CRI through the proxy -- RunPodSandbox, CreateContainer, StartContainer -- for an LS, an LSR (cpuset
-from ``resource-status``), a BE (batch resources) and a GPU pod, and reads what the hooks set on the real
-cgroup v1 hierarchy and in the container's OCI spec. A hook-server outage is checked against both failure
-policies. Everything started is stopped and removed, also when a test fails: containers and sandboxes through
-CRI, then the proxy's and containerd's process groups, leftover shims by pid, mounts, the cgroup dirs the test
-made, and the directory.
+the container image, starts ``koord runtime-proxy`` in front of it and ``koord koordlet`` with the
+project's five hook plugins (a NodeSLO with group identity on in its embedded cluster, the host's own ``/``
+as its host root), which serves RuntimeHookService and registers itself in the proxy's hook config
+directory. Then it acts as the kubelet over CRI through the proxy -- RunPodSandbox, CreateContainer,
+StartContainer -- for an LS, an LSR (cpuset from ``resource-status``), a BE (batch resources) and a GPU
+pod, and reads what the hooks set on the real cgroup v1 hierarchy and in the container's OCI spec. A
+hook-server outage (the koordlet killed) is checked against both failure policies. Everything started is
+stopped and removed, also when a test fails: containers and sandboxes through CRI, then the proxy's, the
+koordlet's and containerd's process groups, leftover shims by pid, mounts, the cgroup dirs the test made,
+and the directory.
 
 Needs root, containerd, runc and busybox-static (``tests/e2e/setup.sh`` installs them).
 """
@@ -34,10 +36,11 @@ from typing import Any
 
 import grpc
 import pytest
+import yaml
 
 from koord_framework.runtimeproxy.proto import api_pb2 as cri
+from koord_framework.testing.probes import free_port, get
 from tests.e2e.busybox_image import build as build_image
-from tests.e2e.hookserver_standin import StandInHookServer
 
 pytestmark = pytest.mark.e2e
 
@@ -46,6 +49,15 @@ IMAGE = "docker.io/koord-e2e/busybox:1"
 CGROUP = Path("/sys/fs/cgroup")
 RUNTIME = "runtime.v1.RuntimeService"
 QOS_LABEL = "koordinator.sh/qosClass"
+NODE = "e2e-node"
+HOOKS = ["GroupIdentity", "BatchResource", "CPUSetAllocator", "GPUEnvInject", "CPUNormalization"]
+GROUP_IDENTITY = {
+    "policies": {"cpuPolicy": "groupIdentity"},
+    "lsrClass": {"cpuQOS": {"enable": True, "groupIdentity": 2}},
+    "lsClass": {"cpuQOS": {"enable": True, "groupIdentity": 2}},
+    "beClass": {"cpuQOS": {"enable": True, "groupIdentity": -1}},
+}
+"""The NodeSLO's resourceQOSStrategy the koordlet runs with: group identity on (bvt 2 for LS)."""
 
 
 def _wait(what: str, check: Any, timeout: float = 30.0) -> Any:
@@ -277,34 +289,90 @@ def containerd() -> Iterator[Containerd]:
         assert not left, f"cgroup dirs the test made could not be removed: {left}"
 
 
+def _koordlet_files(d: Path) -> None:
+    """The koordlet's configuration and its embedded cluster (the Node and its NodeSLO)."""
+    (d / "cluster").mkdir()
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": NODE}}
+    slo = {
+        "apiVersion": "slo.koordinator.sh/v1alpha1",
+        "kind": "NodeSLO",
+        "metadata": {"name": NODE},
+        "spec": {"resourceQOSStrategy": GROUP_IDENTITY},
+    }
+    (d / "cluster" / "node.yaml").write_text(yaml.safe_dump_all([node, slo]))
+    config = {
+        "apiVersion": "koordlet.koordinator.sh/v1alpha1",
+        "kind": "KoordletConfiguration",
+        "nodeName": NODE,
+        # No QoS strategy: they would act on the real host's cgroups; only the hook server is under test.
+        "qosStrategies": [],
+        # Fixed: the kubepods dirs may not exist yet when the koordlet starts (detection says systemd).
+        "cgroupDriver": "cgroupfs",
+        "runtimeHooks": {"enabled": HOOKS},
+    }
+    (d / "koordlet.yaml").write_text(yaml.safe_dump(config))
+
+
+@dataclass
+class Koordlet:
+    """``koord koordlet`` serving RuntimeHookService, in its own process group."""
+
+    dir: Path
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def socket(self) -> str:
+        return str(self.dir / "koordlet.sock")
+
+    @property
+    def registration(self) -> dict[str, Any]:
+        data: dict[str, Any] = json.loads((self.dir / "hookserver.d" / "koordlet.json").read_text())
+        return data
+
+    def start(self, policy: str) -> None:
+        """(Re)start it registering ``policy`` as the proxy's failure policy; wait for /readyz (ready only
+        while the hook server serves) and for the proxy to see the registration."""
+        self.stop()
+        port = free_port()
+        with (self.dir / "koordlet.log").open("ab") as log:  # the child has its own copy of the fd
+            self.proc = proc = subprocess.Popen(
+                [sys.executable, "-m", "koord_framework.cli.main", "koordlet",
+                 "--cluster", str(self.dir / "cluster"),
+                 "--config", str(self.dir / "koordlet.yaml"),
+                 # The real host: pod-level writes land on /sys/fs/cgroup, where the kubelet (the test) made
+                 # the pod's dirs.
+                 "--host-root", "/",
+                 "--health-address", f"127.0.0.1:{port}",
+                 "--runtime-hooks-addr", self.socket,
+                 "--runtime-hooks-host-endpoint", self.socket,  # no container: the proxy sees the same path
+                 "--runtime-hooks-config-path", str(self.dir / "hookserver.d"),
+                 "--runtime-hooks-failure-policy", policy],
+                stdout=log, stderr=log, start_new_session=True, cwd=ROOT,
+            )  # fmt: skip
+        _wait(
+            "the koordlet's /readyz",
+            lambda: proc.poll() is not None or get(port, "/readyz")[0] == 200,
+            timeout=120,
+        )
+        assert proc.poll() is None, (self.dir / "koordlet.log").read_text()
+        assert self.registration["remote-endpoint"] == self.socket
+        assert self.registration["failure-policy"] == policy
+        time.sleep(1.2)  # the proxy re-reads its hook config dir at most once a second
+
+    def stop(self) -> None:
+        """The outage: the koordlet's process group ends (its registration stays, as Koordinator's)."""
+        if self.proc is not None:
+            _kill_group(self.proc)
+        assert not Path(self.socket).exists(), "the koordlet removes its socket on shutdown"
+
+
 @dataclass
 class Proxy:
     dir: Path
     proc: subprocess.Popen[bytes]
-    hooks: StandInHookServer
+    koordlet: Koordlet
     kubelet: CRI
     sandboxes: list[str] = field(default_factory=list)
-
-    @property
-    def hook_socket(self) -> str:
-        return str(self.dir / "koordlet.sock")
-
-    def register(self, policy: str) -> None:
-        """Write the koordlet's registration, as Koordinator's koordlet does, and let the proxy see it."""
-        (self.dir / "hookserver.d" / "koordlet.json").write_text(
-            json.dumps(
-                {
-                    "remote-endpoint": self.hook_socket,
-                    "failure-policy": policy,
-                    "runtime-hooks": [
-                        "PreRunPodSandbox", "PostStopPodSandbox", "PreCreateContainer", "PreStartContainer",
-                        "PostStartContainer", "PreUpdateContainerResources", "PostStopContainer",
-                    ],
-                },
-                indent=1,
-            )
-        )  # fmt: skip
-        time.sleep(1.2)  # the proxy re-reads its hook config dir at most once a second
 
     def pod_dirs(self, parent: str) -> None:
         """What the kubelet does before RunPodSandbox: the pod's cgroup in every subsystem it writes."""
@@ -323,7 +391,8 @@ class Proxy:
 def proxy(containerd: Containerd) -> Iterator[Proxy]:
     d = Path(tempfile.mkdtemp(prefix="koord-proxy-", dir="/tmp"))
     (d / "hookserver.d").mkdir()
-    hooks = StandInHookServer(str(d / "koordlet.sock")).start()
+    _koordlet_files(d)
+    koordlet = Koordlet(d)
     log = (d / "proxy.log").open("ab")
     proc = subprocess.Popen(
         [sys.executable, "-m", "koord_framework.cli.main", "runtime-proxy",
@@ -335,14 +404,14 @@ def proxy(containerd: Containerd) -> Iterator[Proxy]:
         stdout=log, stderr=log, start_new_session=True, cwd=ROOT,
     )  # fmt: skip
     kubelet = CRI(str(d / "proxy.sock"))
-    p = Proxy(d, proc, hooks, kubelet)
+    p = Proxy(d, proc, koordlet, kubelet)
     try:
         _wait("the proxy's socket", lambda: (d / "proxy.sock").exists() or proc.poll() is not None)
         assert proc.poll() is None, (d / "proxy.log").read_text()
         _wait(
             "CRI through the proxy", lambda: kubelet("Version", cri.VersionRequest(), cri.VersionResponse, 2)
         )
-        p.register("Ignore")
+        koordlet.start("Ignore")
         yield p
     finally:
         for sandbox in p.sandboxes:  # through the proxy: the post-stop hooks run too
@@ -360,9 +429,12 @@ def proxy(containerd: Containerd) -> Iterator[Proxy]:
                 )
         kubelet.channel.close()
         _kill_group(proc)
-        hooks.stop()
+        if koordlet.proc is not None:
+            _kill_group(koordlet.proc)
         if os.environ.get("KOORD_E2E_KEEP_LOGS"):
-            print((d / "proxy.log").read_text(), file=sys.stderr)
+            for name in ("proxy.log", "koordlet.log"):
+                with contextlib.suppress(OSError):
+                    print((d / name).read_text(), file=sys.stderr)
         shutil.rmtree(d, ignore_errors=True)
 
 
@@ -502,7 +574,7 @@ def test_be_pod_gets_its_batch_resources(proxy: Proxy) -> None:
     assert cg("cpu", pod.parent, "cpu.shares", pod.container_id) == shares
     assert cg("cpu", pod.parent, "cpu.cfs_quota_us", pod.container_id) == quota
     assert cg("memory", pod.parent, "memory.limit_in_bytes", pod.container_id) == memory
-    # The pod level, written by the hook server itself before the sandbox ran.
+    # The pod level, written by the koordlet's hook server itself before the sandbox ran.
     assert cg("cpu", pod.parent, "cpu.shares") == shares
     assert cg("cpu", pod.parent, "cpu.cfs_quota_us") == quota
     assert cg("memory", pod.parent, "memory.limit_in_bytes") == memory
@@ -526,13 +598,13 @@ def test_bvt_where_the_kernel_has_it(proxy: Proxy) -> None:
         release = os.uname().release
         pytest.skip(f"kernel {release} has no cpu.bvt_warp_ns (group identity needs an Anolis kernel)")
     pod = run_pod(proxy, "ls-bvt", "burstable", labels={QOS_LABEL: "LS"})
-    assert cg("cpu", pod.parent, "cpu.bvt_warp_ns") == "2"  # lsClass groupIdentity of the stand-in's NodeSLO
+    assert cg("cpu", pod.parent, "cpu.bvt_warp_ns") == "2"  # lsClass groupIdentity of the koordlet's NodeSLO
 
 
 # --- outage ---------------------------------------------------------------------------------------------
 def test_hook_server_down_with_fail_policy_refuses_the_pod(proxy: Proxy) -> None:
-    proxy.register("Fail")
-    proxy.hooks.stop()
+    proxy.koordlet.start("Fail")
+    proxy.koordlet.stop()
     with pytest.raises(grpc.RpcError) as info:
         run_pod(proxy, "refused", "besteffort", labels={QOS_LABEL: "BE"})
     err: Any = info.value
@@ -541,8 +613,7 @@ def test_hook_server_down_with_fail_policy_refuses_the_pod(proxy: Proxy) -> None
 
 
 def test_hook_server_down_with_ignore_policy_runs_the_pod_unhooked(proxy: Proxy) -> None:
-    proxy.register("Ignore")
-    proxy.hooks.stop()
+    proxy.koordlet.stop()  # registered with Ignore by the fixture
     pod = run_pod(
         proxy,
         "unhooked",
@@ -555,8 +626,8 @@ def test_hook_server_down_with_ignore_policy_runs_the_pod_unhooked(proxy: Proxy)
 
 
 def test_skip_label_pod_runs_while_the_hook_server_is_down(proxy: Proxy) -> None:
-    proxy.register("Fail")
-    proxy.hooks.stop()
+    proxy.koordlet.start("Fail")
+    proxy.koordlet.stop()
     pod = run_pod(
         proxy, "koordlet", "burstable", labels={"runtimeproxy.koordinator.sh/skip-hookserver": "true"}
     )

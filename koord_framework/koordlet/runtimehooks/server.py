@@ -229,14 +229,24 @@ class HookServer:
             return None
 
     def _write_ext(self, cgroup_dir: str, response: PodSandboxResponse, pod: str) -> None:
-        """Values CRI cannot carry (group identity, cpu.idle) go to the pod's cgroup directly: the kubelet
-        created it before RunPodSandbox. A failed write is logged; the reconciler converges it later."""
+        """The pod-level values go to the pod's cgroup directly (the kubelet created it before
+        RunPodSandbox), as Koordinator's ``injectForExt`` does: group identity and cpu.idle are no CRI
+        fields, and the pod's shares, quota and memory limit are the kubelet's cgroup, which the runtime
+        never writes (the sandbox's own cgroup is below it). A failed write is logged; the reconciler
+        converges it later."""
         res = response.resources
         if self.executor is None or not cgroup_dir:
             return
+        values = (
+            ("cpu.bvt_warp_ns", res.cpu_bvt),
+            ("cpu.idle", res.cpu_idle),
+            ("cpu.shares", res.cpu_shares),
+            ("cpu.cfs_quota_us", res.cpu_quota),
+            ("memory.limit_in_bytes", res.memory_limit_in_bytes),
+        )
         updates = [
             CgroupUpdate(name, cgroup_dir, str(value), reason=f"pod {pod}", owner=OWNER)
-            for name, value in (("cpu.bvt_warp_ns", res.cpu_bvt), ("cpu.idle", res.cpu_idle))
+            for name, value in values
             if value is not None
         ]
         for result in self.executor.update_batch(updates):

@@ -148,6 +148,9 @@ def test_pod_hook_over_the_socket(tmp_path: Path) -> None:
         assert got.resources.memory_limit_in_bytes == 1 << 30
         # Group identity is not a CRI field: the server wrote it to the pod's cgroup itself.
         assert harness.tree.read("cpu.bvt_warp_ns", "kubepods/burstable/poduid-1").strip() == "-1"
+        # So are the pod-level shares the hook set (Koordinator's injectForExt): the runtime never writes
+        # the kubelet's pod cgroup.
+        assert harness.tree.read("cpu.shares", "kubepods/burstable/poduid-1").strip() == "100"
     finally:
         client.close()
         server.stop()
