@@ -66,7 +66,7 @@ MISSING_KINDS = MissingKindPolicy(default=CONTROLLER_CACHE_SYNC_TIMEOUT)
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "manager",
-        help="run koord-manager's SLO controllers (NodeSLO, NodeMetric, node resources)",
+        help="run koord-manager: SLO controllers (NodeSLO, NodeMetric, node resources) and webhooks",
         description=__doc__,
         epilog=gates_for("manager").help(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
