@@ -318,10 +318,11 @@ def test_scheduler_from_the_image_binds_a_pod(
     args.append("--kubeconfig=/etc/koord/kubeconfig")
     name = f"koord-e2e-scheduler-{uuid.uuid4().hex[:8]}"
     scheduler_container.append(name)
-    kube.create(make_node(f"{namespace}-n", cpu="4", memory="8Gi"))
-    kube.create(
-        make_pod("from-image", namespace, cpu="100m", memory="64Mi", scheduler_name="koord-scheduler")
-    )
+    # The session's API server holds other tests' nodes too: the pod may only go to this test's node.
+    kube.create(make_node(f"{namespace}-n", cpu="4", memory="8Gi", labels={"e2e-image": namespace}))
+    pod = make_pod("from-image", namespace, cpu="100m", memory="64Mi", scheduler_name="koord-scheduler")
+    pod["spec"]["nodeSelector"] = {"e2e-image": namespace}
+    kube.create(pod)
     started = subprocess.run(
         podman.command(
             "run",
@@ -363,7 +364,8 @@ def test_scheduler_from_the_image_binds_a_pod(
         ).stdout.strip()
         assert state == "true" or node_name, f"the scheduler container stopped:\n{logs()}"
         time.sleep(0.5)
-    assert node_name == f"{namespace}-n", f"the pod was not bound in 90 s:\n{logs()}"
+    assert node_name, f"the pod was not bound in 90 s:\n{logs()}"
+    assert node_name == f"{namespace}-n", f"the pod was bound to {node_name}, not the test's node:\n{logs()}"
     # The container ran as the image's user, and served its probes on the chart's port name.
     user = subprocess.run(
         podman.command("exec", name, "id", "-u"), capture_output=True, text=True, check=False

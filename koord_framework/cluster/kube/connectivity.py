@@ -36,6 +36,9 @@ CONNECTION_MARKERS = (
     "Read timed out",
     "EOF occurred",
     "Failed to establish a new connection",
+    # The lean client's own words for a stream or answer the server cut (kube/http.py).
+    "cut short",
+    "closed the connection",
     "Response ended prematurely",
     "IncompleteRead",
 )

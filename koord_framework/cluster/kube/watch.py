@@ -202,7 +202,7 @@ class KindWatcher:
             except Exception as err:
                 if self._stop.is_set():
                     break
-                if isinstance(err, urllib3.exceptions.HTTPError):
+                if isinstance(err, urllib3.exceptions.HTTPError | OSError):
                     # The stream broke mid-way (the server went away): usually the first sign of an outage,
                     # before any request fails. Telling the tracker first makes this the outage's one line.
                     self.transport.connectivity.failed(err)
