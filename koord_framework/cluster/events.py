@@ -489,6 +489,8 @@ class EventRecorder:
         self.max_tries = max_tries
         self.stats = RecorderStats()
         self._instances: dict[str, str] = {}
+        self._kind_shapes: dict[str, tuple[bool, str]] = {}
+        """(namespaced, apiVersion) of the kinds ``kinds`` knows, looked up once each."""
         self._queue: queue.Queue[Event | None] = queue.Queue(maxsize=capacity)
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -535,14 +537,20 @@ class EventRecorder:
 
     def _involved(self, record: EventRecord) -> tuple[str, dict[str, str]]:
         """The Event's namespace and its ``involvedObject``."""
-        info = self.kinds.get(record.kind)
-        namespaced = info.namespaced if info is not None else bool(record.namespace)
+        kind = record.kind
+        shape = self._kind_shapes.get(kind)
+        if shape is None:
+            info = self.kinds.get(kind)
+            if info is not None:
+                # Kinds are only ever added to a registry: what was found stays true.
+                shape = self._kind_shapes[kind] = (info.namespaced, info.api_version)
+        namespaced = shape[0] if shape is not None else bool(record.namespace)
         namespace = (record.namespace or "default") if namespaced else "default"
-        involved: dict[str, str] = {"kind": record.kind, "name": record.name}
+        involved: dict[str, str] = {"kind": kind, "name": record.name}
         if namespaced:
             involved["namespace"] = namespace
-        if info is not None:
-            involved["apiVersion"] = info.api_version
+        if shape is not None:
+            involved["apiVersion"] = shape[1]
         extra = record.extra
         if extra:
             for key in ("uid", "apiVersion", "resourceVersion", "fieldPath"):
