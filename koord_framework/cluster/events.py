@@ -375,8 +375,8 @@ def _event_name(object_name: str) -> str:
     two events of one object in the same nanosecond (or on a coarse clock) never share a name."""
     global _last_ns
     with _name_lock:
-        _last_ns = max(time.time_ns(), _last_ns + 1)
-        stamp = _last_ns
+        now = time.time_ns()
+        stamp = _last_ns = now if now > _last_ns else _last_ns + 1
     return f"{object_name}.{stamp:x}"
 
 
