@@ -106,6 +106,13 @@ def _stamp(epoch: float) -> str:
     return text
 
 
+def _note(message: str) -> str:
+    """The message as the API server accepts it (kube-scheduler's ``truncateMessage``)."""
+    if len(message) > NOTE_LENGTH_LIMIT:
+        return message[: NOTE_LENGTH_LIMIT - 4] + " ..."
+    return message
+
+
 def reporting_instance(component: str) -> str:
     """``<component>-<host>``, as client-go's recorder names the instance (``POD_NAME`` in a pod)."""
     return f"{component}-{os.environ.get('POD_NAME') or socket.gethostname()}"[:128]
@@ -199,8 +206,13 @@ class _LRU:
     def add(self, key: str, value: Any) -> None:
         self._data[key] = value
         self._data.move_to_end(key)
-        while len(self._data) > self.size:
-            self._data.popitem(last=False)
+        self.trim()
+
+    def trim(self) -> None:
+        """Forget the least recently used keys beyond ``size``."""
+        data = self._data
+        while len(data) > self.size:
+            data.popitem(last=False)
 
     def __len__(self) -> int:
         return len(self._data)
@@ -265,36 +277,81 @@ class EventCorrelator:
 
     def correlate(self, event: Event) -> CorrelatedEvent | None:
         """What to write for ``event``, or None when the object's budget is spent."""
-        # The three keys nest (object ⊂ aggregate ⊂ event): built once per event, as this runs per bind.
+        found = self._correlate(event)
+        return None if found is None else CorrelatedEvent(found[0], found[1], found[2])
+
+    def _correlate(self, event: Event) -> tuple[Event, bool, str] | None:
+        # This runs per bind (the Scheduled event), so the three caches are used through their
+        # OrderedDicts directly, touching each key once: a key already present is moved to the end (what
+        # ``_LRU.get`` then ``_LRU.add`` of the same key amounts to), a new one is added and the cache
+        # trimmed. The three keys nest (object ⊂ aggregate ⊂ event): built once per event.
         now = self.clock.now()
         okey = event.object_key()
         akey = f"{okey}\x00{event.type}\x00{event.reason}"
-        ekey = f"{akey}\x00{event.involved.get('fieldPath', '')}\x00{event.message}"
-        aggregated, key = self._aggregate(event, akey, ekey, now)
-        observed, update = self._observe(aggregated, key)
-        if not self._allow(okey, now):
+        aggregates = self._aggregates._data
+        record: _Aggregate | None = aggregates.get(akey)
+        if record is None:
+            record = aggregates[akey] = _Aggregate(set(), now)
+            if len(aggregates) > self._aggregates.size:
+                self._aggregates.trim()
+        else:
+            aggregates.move_to_end(akey)
+            if now - record.last > self.max_interval:
+                record = aggregates[akey] = _Aggregate(set(), now)
+        aggregated, key = self._aggregate(event, record, akey, now)
+        observed = self._observed._data
+        last: _Observation | None = observed.get(key)
+        update = last is not None and last.count > 0
+        if last is None:
+            observed[key] = _Observation(
+                aggregated.count, aggregated.first_timestamp, aggregated.name, aggregated.resource_version
+            )
+            if len(observed) > self._observed.size:
+                self._observed.trim()
+        else:
+            # The event is the recorder's own (built for this call): rewritten in place, not copied.
+            observed.move_to_end(key)
+            if update:
+                aggregated.name = last.name
+                aggregated.resource_version = last.resource_version
+                aggregated.first_timestamp = last.first_timestamp
+                aggregated.count = last.count + 1
+            observed[key] = _Observation(
+                aggregated.count, aggregated.first_timestamp, aggregated.name, aggregated.resource_version
+            )
+        spam = self._spam._data
+        bucket: _TokenBucket | None = spam.get(okey)
+        if bucket is None:
+            bucket = spam[okey] = _TokenBucket(self.spam_qps, self.spam_burst, now)
+            if len(spam) > self._spam.size:
+                self._spam.trim()
+        else:
+            spam.move_to_end(okey)
+        if not bucket.try_accept(now):
             return None
-        return CorrelatedEvent(observed, update, key)
+        return aggregated, update, key
 
     def update_state(self, key: str, stored: Event) -> None:
         """Remember what the server stored (name, version, count) so the next repeat patches it."""
-        self._observed.add(
-            key, _Observation(stored.count, stored.first_timestamp, stored.name, stored.resource_version)
+        observed = self._observed._data
+        observed[key] = _Observation(
+            stored.count, stored.first_timestamp, stored.name, stored.resource_version
         )
+        observed.move_to_end(key)
+        if len(observed) > self._observed.size:
+            self._observed.trim()
 
     def forget(self, key: str) -> None:
         """The Event is gone from the server: the next repeat creates it afresh."""
         self._observed.add(key, _Observation(0, 0.0, "", ""))
 
-    def _aggregate(self, event: Event, akey: str, ekey: str, now: float) -> tuple[Event, str]:
-        record: _Aggregate | None = self._aggregates.get(akey)
-        if record is None or now - record.last > self.max_interval:
-            record = _Aggregate(set(), now)
+    def _aggregate(self, event: Event, record: _Aggregate, akey: str, now: float) -> tuple[Event, str]:
+        """Count ``event``'s message in ``record``; from ``max_events`` distinct messages on, the combined
+        event keyed by ``akey``, otherwise ``event`` keyed by its own key."""
         record.messages.add(event.message)
         record.last = now
-        self._aggregates.add(akey, record)
         if len(record.messages) < self.max_events:
-            return event, ekey
+            return event, f"{akey}\x00{event.involved.get('fieldPath', '')}\x00{event.message}"
         # Keep the set at its bound; which message leaves does not matter (Go's PopAny).
         record.messages.pop()
         combined = replace(
@@ -308,29 +365,6 @@ class EventCorrelator:
         )
         return combined, akey
 
-    def _observe(self, event: Event, key: str) -> tuple[Event, bool]:
-        # The event is the recorder's own (built for this call): rewritten in place, not copied.
-        last: _Observation | None = self._observed.get(key)
-        observed = event
-        update = last is not None and last.count > 0
-        if last is not None and update:
-            observed.name = last.name
-            observed.resource_version = last.resource_version
-            observed.first_timestamp = last.first_timestamp
-            observed.count = last.count + 1
-        self._observed.add(
-            key,
-            _Observation(observed.count, observed.first_timestamp, observed.name, observed.resource_version),
-        )
-        return observed, update
-
-    def _allow(self, okey: str, now: float) -> bool:
-        bucket: _TokenBucket | None = self._spam.get(okey)
-        if bucket is None:
-            bucket = _TokenBucket(self.spam_qps, self.spam_burst, now)
-            self._spam.add(okey, bucket)
-        return bucket.try_accept(now)
-
 
 _name_lock = threading.Lock()
 _last_ns = 0
@@ -341,8 +375,8 @@ def _event_name(object_name: str) -> str:
     two events of one object in the same nanosecond (or on a coarse clock) never share a name."""
     global _last_ns
     with _name_lock:
-        _last_ns = max(time.time_ns(), _last_ns + 1)
-        stamp = _last_ns
+        now = time.time_ns()
+        stamp = _last_ns = now if now > _last_ns else _last_ns + 1
     return f"{object_name}.{stamp:x}"
 
 
@@ -371,9 +405,10 @@ class MemoryEventWriter:
         with self._lock:
             self._version += 1
             stored = {**manifest, "metadata": {**meta, "resourceVersion": str(self._version)}}
-            self._events[(meta["namespace"], meta["name"])] = stored
-            while len(self._events) > self.limit:
-                self._events.popitem(last=False)
+            events = self._events
+            events[(meta["namespace"], meta["name"])] = stored
+            while len(events) > self.limit:
+                events.popitem(last=False)
             return stored
 
     def patch_event(self, namespace: str, name: str, patch: Obj) -> Obj:
@@ -454,6 +489,8 @@ class EventRecorder:
         self.max_tries = max_tries
         self.stats = RecorderStats()
         self._instances: dict[str, str] = {}
+        self._kind_shapes: dict[str, tuple[bool, str]] = {}
+        """(namespaced, apiVersion) of the kinds ``kinds`` knows, looked up once each."""
         self._queue: queue.Queue[Event | None] = queue.Queue(maxsize=capacity)
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -463,12 +500,14 @@ class EventRecorder:
     # --- recording ---------------------------------------------------------------------------------------
     def record(self, record: EventRecord) -> None:
         """Record an event about an object; never blocks and never raises for a write that fails."""
+        if not self.asynchronous:
+            self.stats.recorded += 1
+            with self._lock:
+                if not self._record_first(record):
+                    self._send(self.build(record))
+            return
         event = self.build(record)
         self.stats.recorded += 1
-        if not self.asynchronous:
-            with self._lock:
-                self._send(event)
-            return
         self._ensure_thread()
         try:
             self._queue.put_nowait(event)
@@ -478,40 +517,149 @@ class EventRecorder:
 
     def build(self, record: EventRecord) -> Event:
         """The ``core/v1`` Event for ``record`` (involved object, namespace, source, times)."""
-        info = self.kinds.get(record.kind)
-        namespaced = info.namespaced if info is not None else bool(record.namespace)
-        namespace = (record.namespace or "default") if namespaced else "default"
-        involved: dict[str, str] = {"kind": record.kind, "name": record.name}
-        if namespaced:
-            involved["namespace"] = record.namespace or "default"
-        if info is not None:
-            involved["apiVersion"] = info.api_version
-        for key in ("uid", "apiVersion", "resourceVersion", "fieldPath"):
-            value = record.extra.get(key)
-            if value:
-                involved[key] = str(value)
+        namespace, involved = self._involved(record)
         component = record.component or self.component
-        instance = self._instances.get(component)
-        if instance is None:
-            instance = self._instances.setdefault(component, reporting_instance(component))
         now = record.time or self.clock.now()
-        message = record.message
-        if len(message) > NOTE_LENGTH_LIMIT:
-            message = message[: NOTE_LENGTH_LIMIT - 4] + " ..."  # as kube-scheduler's truncateMessage
         return Event(
             namespace=namespace,
             involved=involved,
             reason=record.reason,
-            message=message,
+            message=_note(record.message),
             type=record.type,
             component=component,
-            instance=instance,
+            instance=self._instance(component),
             action=record.action or str(record.extra.get("action") or ""),
             timestamp=now,
             name=_event_name(record.name),
             first_timestamp=now,
             last_timestamp=now,
         )
+
+    def _involved(self, record: EventRecord) -> tuple[str, dict[str, str]]:
+        """The Event's namespace and its ``involvedObject``."""
+        kind = record.kind
+        shape = self._kind_shapes.get(kind)
+        if shape is None:
+            info = self.kinds.get(kind)
+            if info is not None:
+                # Kinds are only ever added to a registry: what was found stays true.
+                shape = self._kind_shapes[kind] = (info.namespaced, info.api_version)
+        namespaced = shape[0] if shape is not None else bool(record.namespace)
+        namespace = (record.namespace or "default") if namespaced else "default"
+        involved: dict[str, str] = {"kind": kind, "name": record.name}
+        if namespaced:
+            involved["namespace"] = namespace
+        if shape is not None:
+            involved["apiVersion"] = shape[1]
+        extra = record.extra
+        if extra:
+            for key in ("uid", "apiVersion", "resourceVersion", "fieldPath"):
+                value = extra.get(key)
+                if value:
+                    involved[key] = str(value)
+        return namespace, involved
+
+    def _instance(self, component: str) -> str:
+        instance = self._instances.get(component)
+        if instance is None:
+            instance = self._instances.setdefault(component, reporting_instance(component))
+        return instance
+
+    def _record_first(self, record: EventRecord) -> bool:
+        """Correlate and write ``record`` when it is the first of its kind (the common case: one
+        ``Scheduled`` event per bound pod); False, having changed nothing, when it is not.
+
+        "First" means no aggregation record for its (source, object, type, reason) and no observation of
+        the event itself: the correlator would then add both, charge the object's budget and create the
+        Event as it stands. This does exactly that without building an ``Event`` (and its manifest, and
+        the observation twice); anything else takes ``build`` and ``_send``.
+        """
+        corr = self.correlator
+        if corr.max_events <= 1:
+            return False
+        namespace, involved = self._involved(record)
+        component = record.component or self.component
+        get = involved.get
+        okey = "\x00".join(
+            (component, record.kind, get("namespace", ""), record.name, get("uid", ""), get("apiVersion", ""))
+        )
+        akey = f"{okey}\x00{record.type}\x00{record.reason}"
+        aggregates = corr._aggregates._data
+        if akey in aggregates:
+            return False
+        message = _note(record.message)
+        ekey = f"{akey}\x00{get('fieldPath', '')}\x00{message}"
+        observed = corr._observed._data
+        if ekey in observed:
+            return False
+        timestamp = record.time or self.clock.now()
+        now = corr.clock.now()
+        aggregates[akey] = _Aggregate({message}, now)
+        if len(aggregates) > corr._aggregates.size:
+            corr._aggregates.trim()
+        name = _event_name(record.name)
+        observation = observed[ekey] = _Observation(1, timestamp, name, "")
+        if len(observed) > corr._observed.size:
+            corr._observed.trim()
+        spam = corr._spam._data
+        bucket: _TokenBucket | None = spam.get(okey)
+        if bucket is None:
+            bucket = spam[okey] = _TokenBucket(corr.spam_qps, corr.spam_burst, now)
+            if len(spam) > corr._spam.size:
+                corr._spam.trim()
+        else:
+            spam.move_to_end(okey)
+        if not bucket.try_accept(now):
+            self.stats.spam_filtered += 1
+            return True
+        instance = self._instance(component)
+        action = record.action or str(record.extra.get("action") or "")
+        stamp = _stamp(timestamp)
+        manifest: Obj = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": name, "namespace": namespace},
+            "involvedObject": involved,
+            "reason": record.reason,
+            "message": message,
+            "type": record.type,
+            "source": {"component": component},
+            "reportingComponent": component,
+            "reportingInstance": instance,
+            "firstTimestamp": stamp,
+            "lastTimestamp": stamp,
+            "count": 1,
+        }
+        if action:
+            manifest["action"] = action
+        try:
+            stored = self.writer.create_event(manifest)
+        except ClusterError as err:
+            event = Event(
+                namespace=namespace,
+                involved=dict(involved),
+                reason=record.reason,
+                message=message,
+                type=record.type,
+                component=component,
+                instance=instance,
+                action=action,
+                timestamp=timestamp,
+                name=name,
+                first_timestamp=timestamp,
+                last_timestamp=timestamp,
+            )
+            self._deliver(event, False, ekey, err)
+            return True
+        self.stats.created += 1
+        # What ``update_state`` would store; the observation was added last, so it is still the newest.
+        meta = stored.get("metadata") or {}
+        observation.name = str(meta.get("name") or name)
+        observation.resource_version = str(meta.get("resourceVersion") or "")
+        count = stored.get("count")
+        if isinstance(count, int) and count > 0:
+            observation.count = count
+        return True
 
     def flush(self, timeout: float = 10.0) -> bool:
         """Wait until every queued event was written (or given up); False on timeout."""
@@ -555,34 +703,40 @@ class EventRecorder:
                 self._queue.task_done()
 
     def _send(self, event: Event) -> None:
-        result = self.correlator.correlate(event)
+        result = self.correlator._correlate(event)
         if result is None:
             self.stats.spam_filtered += 1
             return
-        if result.event.message.startswith(COMBINED_PREFIX) and not event.message.startswith(COMBINED_PREFIX):
+        observed, update, key = result
+        if observed is not event and not event.message.startswith(COMBINED_PREFIX):
             self.stats.aggregated += 1
+        self._deliver(observed, update, key)
+
+    def _deliver(self, event: Event, update: bool, key: str, error: ClusterError | None = None) -> None:
+        """Write the correlated ``event``, retrying what ``retryable`` says is worth it; ``error`` is the
+        failure of a first try made already."""
         tries = 0
         while True:
-            try:
-                self._write(result)
+            if error is None:
+                try:
+                    self._write(event, update, key)
+                    return
+                except ClusterError as err:
+                    error = err
+            tries += 1
+            if not self.retryable(error) or tries >= self.max_tries or self._closing.is_set():
+                self.stats.failed += 1
+                log.debug("event %s for %s not written: %s", event.reason, event.involved.get("name"), error)
                 return
-            except ClusterError as err:
-                tries += 1
-                if not self.retryable(err) or tries >= self.max_tries or self._closing.is_set():
-                    self.stats.failed += 1
-                    log.debug(
-                        "event %s for %s not written: %s", event.reason, event.involved.get("name"), err
-                    )
-                    return
-                sleep = self.retry_sleep * (random.random() if tries == 1 else 1.0)
-                if self._closing.wait(sleep):
-                    self.stats.failed += 1
-                    return
+            sleep = self.retry_sleep * (random.random() if tries == 1 else 1.0)
+            if self._closing.wait(sleep):
+                self.stats.failed += 1
+                return
+            error = None
 
-    def _write(self, result: CorrelatedEvent) -> None:
-        event = result.event
+    def _write(self, event: Event, update: bool, key: str) -> None:
         stored: Obj | None = None
-        if result.update:
+        if update:
             try:
                 stored = self.writer.patch_event(event.namespace, event.name, event.patch())
                 self.stats.patched += 1
@@ -599,7 +753,7 @@ class EventRecorder:
         count = stored.get("count")
         if isinstance(count, int) and count > 0:
             event.count = count
-        self.correlator.update_state(result.key, event)
+        self.correlator.update_state(key, event)
 
 
 class BadAnnotations:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import threading
 
 import pytest
@@ -9,6 +10,7 @@ import pytest
 from koord_framework.cluster.clock import VirtualClock
 from koord_framework.cluster.events import (
     COMBINED_PREFIX,
+    EventCorrelator,
     EventRecorder,
     MemoryEventWriter,
 )
@@ -256,3 +258,88 @@ def test_the_recorders_counters_are_exported_on_the_components_registry() -> Non
     assert 'koord_events_total{result="created"} 1.0' in text
     assert 'koord_events_total{result="patched"} 1.0' in text
     assert 'koord_events_total{result="dropped"} 0.0' in text
+
+
+def _stream(recorder: EventRecorder, clock: VirtualClock, seed: int) -> None:
+    """Events on a few objects: new ones, repeats, aggregated ones, spam-filtered ones, old times."""
+    rng = random.Random(seed)
+    for _ in range(3000):
+        obj = rng.randrange(5)
+        kind = rng.choice(["Pod", "Pod", "Node", "Reservation"])
+        recorder.record(
+            EventRecord(
+                kind=kind,
+                namespace="ns" if kind == "Pod" else "",
+                name=f"o{obj}",
+                reason=rng.choice(["A", "B", "Scheduled"]),
+                message=f"m{rng.randrange(14)}",
+                type=rng.choice(["Normal", "Warning"]),
+                component=rng.choice(["", "s1"]),
+                extra={"uid": f"u{obj}"} if rng.random() < 0.8 else {},
+                action=rng.choice(["", "X"]),
+                time=clock.now() + 5 if rng.random() < 0.1 else 0.0,
+            )
+        )
+        clock.advance(rng.choice([0, 0, 0, 1, 2, 30, 400]))
+    for i in range(60):  # ten distinct messages in ten minutes and more: combined, then over budget
+        recorder.record(_pod_event(f"message {i % 13}", name="o0"))
+        clock.advance(rng.choice([0, 1]))
+
+
+def _comparable(store: MemoryEventWriter) -> list[Obj]:
+    """The stored events with their names (unique per process) numbered in order of first sight."""
+    numbers: dict[str, int] = {}
+    out = []
+    for event in store.list():
+        name = event["metadata"]["name"]
+        number = numbers.setdefault(name, len(numbers))
+        out.append({**event, "metadata": {**event["metadata"], "name": f"{name.rsplit('.', 1)[0]}#{number}"}})
+    return out
+
+
+@pytest.mark.parametrize(("seed", "cache"), [(0, 16), (1, 4096)])
+def test_the_first_event_shortcut_stores_what_the_general_path_stores(
+    seed: int, cache: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def run() -> tuple[list[Obj], dict[str, int]]:
+        clock = VirtualClock(1_000_000)
+        store = MemoryEventWriter(limit=200)
+        recorder = EventRecorder(
+            store, component="c", clock=clock, correlator=EventCorrelator(clock, cache_size=cache)
+        )
+        _stream(recorder, clock, seed)
+        return _comparable(store), recorder.stats.as_dict()
+
+    fast = run()
+    monkeypatch.setattr(EventRecorder, "_record_first", lambda self, record: False)
+    general = run()
+    assert fast == general
+    assert fast[1]["aggregated"] and fast[1]["spam_filtered"] and fast[1]["patched"]
+
+
+def test_a_first_event_whose_write_fails_is_retried_and_a_repeat_recreates_it() -> None:
+    class Flaky(MemoryEventWriter):
+        def __init__(self) -> None:
+            super().__init__()
+            self.failures = {"Unreachable": 2, "Invalid": 1}
+
+        def create_event(self, manifest: Obj) -> Obj:
+            left = self.failures.get(manifest["reason"], 0)
+            if left:
+                self.failures[manifest["reason"]] = left - 1
+                raise ClusterError("connection refused" if manifest["reason"] == "Unreachable" else "422")
+            return super().create_event(manifest)
+
+    clock = VirtualClock(1_000_000)
+    store = Flaky()
+    recorder = EventRecorder(
+        store, component="c", clock=clock, retryable=lambda err: "refused" in str(err), retry_sleep=0.0
+    )
+    recorder.record(_pod_event("m", reason="Unreachable"))
+    assert recorder.stats.created == 1 and recorder.stats.failed == 0
+    recorder.record(_pod_event("m", reason="Invalid"))
+    assert recorder.stats.failed == 1
+    # The correlator counted the lost event, as client-go's does: the repeat patches, finds nothing, creates.
+    recorder.record(_pod_event("m", reason="Invalid"))
+    [event] = [e for e in store.list("ns") if e["reason"] == "Invalid"]
+    assert event["count"] == 2 and recorder.stats.created == 2
