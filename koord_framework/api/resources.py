@@ -46,6 +46,7 @@ __all__ = [
     "subtract",
     "subtract_non_negative",
     "to_int",
+    "within",
 ]
 
 CPU: Final = "cpu"
@@ -152,6 +153,16 @@ def less_than_or_equal(a: Mapping[str, int], b: Mapping[str, int]) -> tuple[bool
     """
     violations = sorted(name for name, limit in b.items() if name in a and a[name] > limit)
     return not violations, violations
+
+
+def within(a: Mapping[str, int], b: Mapping[str, int]) -> bool:
+    """``less_than_or_equal(a, b)[0]`` without building the list of violations: for hot paths that only need
+    the yes/no (a device allocator asks it per device and scope)."""
+    for name, limit in b.items():
+        wanted = a.get(name)
+        if wanted is not None and wanted > limit:
+            return False
+    return True
 
 
 def mask(d: Mapping[str, int], names: Iterable[str]) -> dict[str, int]:

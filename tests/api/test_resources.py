@@ -170,3 +170,18 @@ def test_resource_name_constants() -> None:
     assert (r.CPU, r.MEMORY, r.PODS, r.EPHEMERAL_STORAGE) == ("cpu", "memory", "pods", "ephemeral-storage")
     assert (r.BATCH_CPU, r.BATCH_MEMORY) == ("kubernetes.io/batch-cpu", "kubernetes.io/batch-memory")
     assert (r.MID_CPU, r.MID_MEMORY) == ("kubernetes.io/mid-cpu", "kubernetes.io/mid-memory")
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ({"cpu": 1000}, {"cpu": 2000}),
+        ({"cpu": 3000}, {"cpu": 2000}),
+        ({"cpu": 1000, "memory": 5}, {"cpu": 1000}),
+        ({"cpu": 1000}, {"cpu": 1000, "memory": 0}),
+        ({}, {"cpu": 0}),
+        ({"cpu": 1, "memory": 9}, {"cpu": 2, "memory": 8}),
+    ],
+)
+def test_within_is_less_than_or_equal_without_the_list(a: dict[str, int], b: dict[str, int]) -> None:
+    assert r.within(a, b) is r.less_than_or_equal(a, b)[0]

@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from koord_framework.api.resources import is_zero
+from koord_framework.api.resources import is_zero, within
 from koord_framework.scheduler.status import Code, Status
 from koord_plugin_deviceshare import names as n
 from koord_plugin_deviceshare.allocation import DeviceAllocation, DeviceAllocations, VFAllocation
@@ -339,17 +339,6 @@ class AutopilotAllocator:
         return result, Status.success()
 
 
-def _covers(request: Mapping[str, int], free: Mapping[str, int]) -> bool:
-    """``quotav1.LessThanOrEqual(request, free)`` as a plain yes/no: every name of ``free`` the request also
-    has is within it (an absent name does not constrain). The allocator asks this per device and scope, so
-    it skips building the sorted list of violations the general helper returns."""
-    for name, limit in free.items():
-        wanted = request.get(name)
-        if wanted is not None and wanted > limit:
-            return False
-    return True
-
-
 def quick_fit(state: PodDeviceState, node_device: NodeDevice, node_labels: Mapping[str, str]) -> bool | None:
     """Whether ``allocate`` (without scorer, NUMA hints, preemptible or required resources) would succeed,
     answered without allocating, for the common pod: no device hints, no joint allocation, no GPU partition
@@ -379,7 +368,7 @@ def quick_fit(state: PodDeviceState, node_device: NodeDevice, node_labels: Mappi
         total = node_device.total.get(device_type, {})
         fits = 0
         for minor, free in node_device.free.get(device_type, {}).items():
-            if total.get(minor) and not is_zero(free) and _covers(per, free):
+            if total.get(minor) and not is_zero(free) and within(per, free):
                 fits += 1
                 if fits >= count:
                     break
@@ -511,7 +500,7 @@ def _default_allocate(
         if required and minor not in required:
             continue
         res = free[minor]
-        if is_zero(res) or not _covers(request, res):
+        if is_zero(res) or not within(request, res):
             continue
         vfs: tuple[VFAllocation, ...] = ()
         if must_vf:
@@ -712,7 +701,7 @@ def _allocate_from_scope(
         ctx = device_context.get(minor)
         if ctx is None:
             device_free = free.get(minor, {})
-            ok = _covers(req.requests_per_gpu, device_free) and minor in total
+            ok = within(req.requests_per_gpu, device_free) and minor in total
             s = 0
             if ok and req.gpu_shared and scorer is not None:
                 # Koordinator passes (free, total) in this order here, swapped against scoreDevice's
