@@ -10,9 +10,9 @@ import pytest
 import yaml
 from koord_plugin_colocationprofile.kinds import KINDS
 
-from koord_framework.cluster.kinds import KindRegistry
 from koord_framework.cluster.manifests import load_manifests
 from koord_framework.errors import ManifestError
+from koord_framework.testing.kinds import KindConformance
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "colocation-profile.yaml"
 
@@ -26,11 +26,9 @@ def _obj(spec: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def test_the_entry_point_contributes_the_kind() -> None:
-    installed = KindRegistry.discover()
-    assert installed["ClusterColocationProfile"] == KINDS[0]
-    assert installed["ClusterColocationProfile"].validator is KINDS[0].validator
-    assert "ClusterColocationProfile" not in KindRegistry.builtin()
+class TestKinds(KindConformance):
+    kinds = KINDS
+    refused = [(_obj({"qosClass": "GOLD"}), "spec.qosClass: ")]
 
 
 def test_the_example_loads() -> None:
