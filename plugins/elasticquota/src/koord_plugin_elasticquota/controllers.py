@@ -25,10 +25,10 @@ from koord_framework.api.quantity import QuantityError
 from koord_framework.api.resources import (
     add,
     format_resource_list,
-    less_than_or_equal,
     mask,
     parse_resource_list,
     subtract,
+    within,
 )
 from koord_framework.errors import ClusterError, NotFoundError
 from koord_framework.scheduler.interface import BackgroundController
@@ -174,19 +174,19 @@ def revoke_list(
     current = dict(used)
     taken: list[PodInfo] = []
     for pod in pods:
-        if less_than_or_equal(current, runtime)[0]:
+        if within(current, runtime):
             break
         if is_pod_non_preemptible(pod):
             continue
         # Upstream masks to the pod's request names here, dropping what the pod does not request.
         current = mask(subtract(current, pod.requests), pod.requests)
         taken.append(pod)
-    if not less_than_or_equal(current, runtime)[0]:
+    if not within(current, runtime):
         return taken
     revoked: list[PodInfo] = []
     for pod in reversed(taken):
         current = mask(add(current, pod.requests), pod.requests)
-        if not less_than_or_equal(current, runtime)[0]:
+        if not within(current, runtime):
             current = subtract(current, pod.requests)
             revoked.append(pod)
     return revoked
@@ -236,7 +236,7 @@ class QuotaOverUsedRevokeController:
                 if info is None:
                     continue
                 runtime, used = dict(info.calc.runtime), dict(info.calc.used)
-                if less_than_or_equal(used, runtime)[0]:
+                if within(used, runtime):
                     monitor.last_under_used = now
                     continue
                 if now - monitor.last_under_used <= self.delay:

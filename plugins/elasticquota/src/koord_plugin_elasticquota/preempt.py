@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from koord_framework.api.resources import add, less_than_or_equal, mask
+from koord_framework.api.resources import add, mask, within
 from koord_framework.api.selectors import LabelSelector, SelectorError, parse_label_selector
 from koord_framework.errors import ClusterError, NotFoundError
 from koord_framework.scheduler.cycle_state import CycleState
@@ -177,7 +177,7 @@ class QuotaPreemption:
             if snap is not None and not snap.skip and not removed:
                 # Upstream also keeps the victim removed when the quota has no room with it back.
                 used = mask(add(snap.used, request), request)
-                if not less_than_or_equal(used, snap.used_limit)[0]:
+                if not within(used, snap.used_limit):
                     st = remove(p)
                     if not st.is_success:
                         return False, st
