@@ -258,6 +258,13 @@ class BackgroundController(abc.ABC):
     The live scheduler calls ``tick`` from its loop; simulations do not (they have no wall time to spend).
     """
 
+    concurrent: ClassVar[bool] = False
+    """True: the live scheduler ticks this controller on a thread of its own, as Koordinator starts each
+    controller in its own goroutine, so that its API writes (waiting behind the client's rate limit) never
+    hold up scheduling cycles. Only for a controller that guards the state it shares with the plugin's
+    extension points (a lock, as ElasticQuota's quota set has). ``tick_controllers`` called directly (tests,
+    one-shot runs) still ticks it in the caller's thread."""
+
     @abc.abstractmethod
     def tick(self, now: float) -> float | None:
         """Do what is due at ``now``; return when the controller next wants to run (None: not again)."""

@@ -82,6 +82,9 @@ MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
 STALL_ATTEMPTS = 3
 """Attempts of a pod since the last progress after which its timers stop moving a simulation's clock."""
+CONTROLLER_JOIN_SECONDS = 10.0
+"""How long ``close`` waits for a concurrent controller's tick in flight (a status write behind the rate
+limit) before it lets go and says so."""
 NO_NODES_MESSAGE = "no nodes available to schedule pods"
 _MAX_NEXT_POD_ANSWERS = 1 << 20
 """Answers of one NextPod plugin per pop before the queue decides (a guard against a plugin that loops)."""
@@ -508,6 +511,7 @@ class Scheduler:
             for c in plugin.new_controllers()
         ]
         self._controller_due: list[float | None] = [0.0] * len(self.controllers)
+        self._controller_threads: list[threading.Thread] = []
 
     @classmethod
     def from_config(cls, cluster: ClusterPort, loaded: LoadedSchedulerConfig, **kwargs: Any) -> Scheduler:
@@ -549,6 +553,13 @@ class Scheduler:
         next leader), so that stopping takes a bounded time whatever the backlog."""
         self._stopped = True
         self.queue.close()
+        for thread in self._controller_threads:
+            # A tick in flight finishes (its write lands before the Lease is let go); they poll ``_stopped``.
+            thread.join(timeout=CONTROLLER_JOIN_SECONDS)
+            if thread.is_alive():
+                log.warning(
+                    "controller thread %s did not stop within %.0f s", thread.name, CONTROLLER_JOIN_SECONDS
+                )
         if self._executor is not None:
             self._executor.shutdown(wait=True)
             if self.abandoned_bindings:
@@ -1244,6 +1255,35 @@ class Scheduler:
         pending = [d for d in self._controller_due if d is not None]
         return min(pending) if pending else None
 
+    def _start_controller_threads(self, stop: threading.Event) -> None:
+        """Move the ``concurrent`` controllers off the scheduling loop onto threads of their own."""
+        for i, controller in enumerate(self.controllers):
+            if not controller.concurrent or self._controller_due[i] is None:
+                continue
+            self._controller_due[i] = None  # the loop's tick_controllers leaves it to its thread from now on
+            thread = threading.Thread(
+                target=self._controller_loop,
+                args=(controller, stop),
+                name=f"controller-{type(controller).__name__}",
+                daemon=True,
+            )
+            self._controller_threads.append(thread)
+            thread.start()
+
+    def _controller_loop(self, controller: BackgroundController, stop: threading.Event) -> None:
+        due: float | None = 0.0
+        while due is not None and not stop.is_set() and not self._stopped:
+            now = self.clock.now()
+            if due <= now:
+                try:
+                    due = controller.tick(now)
+                except Exception:  # a controller's failure must not end its thread
+                    log.exception("controller %s failed; retrying in 1 s", type(controller).__name__)
+                    due = now + 1.0
+                continue
+            # Bounded so that close() (which sets ``_stopped``, not ``stop``) is noticed within a second.
+            stop.wait(min(due - now, 1.0))
+
     def _final_permit_deadline(self, final: Mapping[int, int]) -> float | None:
         """When nothing else can happen, the earliest Permit deadline of the pods still waiting.
 
@@ -1259,6 +1299,7 @@ class Scheduler:
     def run(self, stop: threading.Event, *, poll: float = 0.5) -> None:
         """The live loop: schedule as pods come, until ``stop`` is set (bindings run asynchronously)."""
         self.start()
+        self._start_controller_threads(stop)
         last_flush = self.clock.now()
         while not stop.is_set() and not self._stopped:
             self.expire_permits()

@@ -437,6 +437,56 @@ def test_the_live_loop_schedules_pods_as_they_arrive_on_the_wall_clock() -> None
     assert all(cluster.get("Pod", f"p{i}", "default")["spec"].get("nodeName") == "n1" for i in range(5))
 
 
+def test_a_concurrent_controller_blocked_in_its_tick_does_not_hold_up_the_live_loop() -> None:
+    """A status writer waiting behind the rate limit (here: on an Event) must not stop the scheduling loop;
+    ``close`` waits for the tick in flight, so its write lands before the caller lets the Lease go."""
+    from koord_framework.cluster.clock import WallClock
+    from koord_framework.scheduler.interface import BackgroundController, ControllerProvider
+
+    release, entered = threading.Event(), threading.Event()
+    ticks: list[str] = []
+
+    class SlowWriter(BackgroundController):
+        concurrent = True
+
+        def tick(self, now: float) -> float | None:
+            entered.set()
+            release.wait(10)
+            ticks.append(threading.current_thread().name)
+            return now + 0.05
+
+    class WithController(FitVector, ControllerProvider):
+        def new_controllers(self) -> list[BackgroundController]:
+            return [SlowWriter()]
+
+    cluster = MemoryCluster(WallClock(), seed=0)
+    cluster.create(make_node("n1"))
+    layout = PluginLayout.every_point([WithController, HarnessQueueSort, HarnessBinder])
+    s = Scheduler(cluster, [ProfileSpec("default-scheduler", layout)], async_binding=True)
+    stop = threading.Event()
+    loop = threading.Thread(target=s.run, args=(stop,), kwargs={"poll": 0.05})
+    loop.start()
+    try:
+        assert entered.wait(10), "the controller never ticked"
+        for i in range(3):
+            cluster.create(make_pod(f"p{i}", cpu="100m"))
+        bound = threading.Event()
+        for _ in range(200):  # while the controller is still blocked
+            if all(cluster.get("Pod", f"p{i}", "default")["spec"].get("nodeName") for i in range(3)):
+                bound.set()
+                break
+            stop.wait(0.05)
+        assert bound.is_set() and not ticks, "scheduling waited for the controller"
+    finally:
+        release.set()
+        stop.set()
+        loop.join(5)
+        s.close()
+    assert not loop.is_alive()
+    assert ticks and all(name == "controller-SlowWriter" for name in ticks)
+    assert not any(t.is_alive() for t in threading.enumerate() if t.name == "controller-SlowWriter")
+
+
 def test_preemption_nominates_evicts_and_the_pod_lands_on_its_nominated_node() -> None:
     from koord_framework.scheduler.interface import PostFilterPlugin, PostFilterResult
 

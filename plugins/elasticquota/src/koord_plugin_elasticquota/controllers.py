@@ -261,7 +261,14 @@ class QuotaOverUsedRevokeController:
 
 
 class QuotaControllers(BackgroundController):
-    """Both controllers behind the framework's controller seam, each on its own period."""
+    """Both controllers behind the framework's controller seam, each on its own period.
+
+    ``concurrent``: the status patches wait behind the client's rate limit (one per changed quota every
+    second); on the scheduling loop they slowed scheduling to that rate. Every read of the quota set here
+    holds its lock, as the extension points' do, so the live scheduler may tick this on its own thread.
+    """
+
+    concurrent = True
 
     def __init__(self, plugin: ElasticQuota) -> None:
         self.plugin = plugin
