@@ -7,10 +7,10 @@ Extension points (Koordinator's, in the order a gang member meets them):
   the other members wait for NextPod.
 * **NextPod** (``NextPodPlugin``) - while a group is being scheduled, its pending members are handed to the
   scheduler one after another, ahead of the queue.
-* **PreFilter** - Koordinator's BeforePreFilter: the first member opens the group's scheduling context;
-  after a member failed, the others fail fast with its message. (Done here at the start of PreFilter until the
-  framework's BeforePreFilter transformers exist; ``_before_pre_filter`` is the whole of it, so moving it is
-  one call.)
+* **BeforePreFilter** (``PreFilterTransformer``, as Koordinator's) - the first member opens the group's
+  scheduling context; after a member failed, the others fail fast with its message, before any plugin's
+  PreFilter (and the Reservation's node restores) spends work on it. PreFilter itself plans nothing: its
+  network-topology planning is not supported.
 * **PostFilter** - Koordinator's PostFilter (no preemption) and AfterPostFilter: a Strict, unsatisfied gang
   rejects all its members waiting at Permit.
 * **PreScore / Score** - network-topology ordering in Koordinator; without it (always, here) PreScore says
@@ -33,6 +33,7 @@ from typing import Any, ClassVar
 from koord_framework.api.objects import PodInfo
 from koord_framework.plugin import PluginArgs
 from koord_framework.scheduler.cycle_state import CycleState
+from koord_framework.scheduler.frameworkext import NodeRestore, PreFilterTransformer
 from koord_framework.scheduler.interface import (
     ClusterEvent,
     EnqueueExtensions,
@@ -83,6 +84,7 @@ class Coscheduling(
     PreEnqueuePlugin,
     NextPodPlugin,
     PreFilterPlugin,
+    PreFilterTransformer,
     PostFilterPlugin,
     PreScorePlugin,
     ScorePlugin,
@@ -198,21 +200,17 @@ class Coscheduling(
             self.manager.next_pod_skipped(key)
 
     # --- PreFilter / PostFilter ---------------------------------------------------------------------
-    def _before_pre_filter(self, state: CycleState, pod: PodInfo) -> Status:
-        """Koordinator's ``BeforePreFilter`` (a PreFilter transformer there). Kept whole so that it can move
-        to the framework's BeforePreFilter hook unchanged once that exists."""
+    def before_pre_filter(self, state: CycleState, pod: PodInfo) -> tuple[NodeRestore | None, Status]:
+        """Koordinator's ``BeforePreFilter``: open the group's scheduling context or fail fast."""
         err = self.manager.before_pre_filter(pod)
         if err:
             # UnschedulableAndUnresolvable: preemption cannot help a gang that is not ready.
-            return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, self._reasons(err, pod))
-        return Status()
+            return None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, self._reasons(err, pod))
+        return None, Status()
 
     def pre_filter(
         self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]
     ) -> tuple[PreFilterResult | None, Status]:
-        s = self._before_pre_filter(state, pod)
-        if not s.is_success:
-            return None, s
         # Koordinator's own PreFilter only plans network-topology placements, which are not supported.
         return None, Status()
 
