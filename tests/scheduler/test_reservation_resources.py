@@ -347,3 +347,34 @@ def test_reservation_scores_are_normalised_before_the_range_check() -> None:
     h.add(make_pod("x", cpu="1", memory="1Gi", labels={"app": "x"}))
     h.run_until_idle()
     assert '"r-b"' in h.result(make_pod("x")).annotations["scheduling.koordinator.sh/reservation-allocated"]
+
+
+def test_a_high_priority_pinned_pod_preempts_a_pinned_victim_and_gets_its_cpus() -> None:
+    """NodeNUMAResource's AddPod/RemovePod: DefaultPreemption's what-if sees the victim's cpuset free, so the
+    preemptor evicts exactly one low-priority pod and lands on its CPUs once it is gone."""
+    from koord_plugin_kubernetes.defaultpreemption import DefaultPreemption
+    from koord_plugin_kubernetes.queuesort import PrioritySort
+
+    def bound(name: str, cpus: str, priority: int) -> dict[str, Any]:
+        pod = lsr_pod(name, "4")
+        pod["spec"].update(nodeName="n1", priority=priority)
+        pod["metadata"]["annotations"]["scheduling.koordinator.sh/resource-status"] = json.dumps(
+            {"cpuset": cpus}
+        )
+        return pod
+
+    h = SchedulerHarness([PrioritySort, NodeResourcesFit, NodeNUMAResource, DefaultPreemption, DefaultBinder])
+    h.add(node("n1", 8), nrt("n1", 1, 1, 4, 2), bound("low-a", "0-3", 10), bound("low-b", "4-7", 20))
+    high = lsr_pod("high", "4", spec={"requiredCPUBindPolicy": "FullPCPUs"})
+    high["spec"]["priority"] = 1000
+    first = h.schedule_one(high)
+    assert first.node is None
+    assert h.cluster.get("Pod", "high", "default")["status"].get("nominatedNodeName") == "n1"
+    remaining = {p["metadata"]["name"] for p in h.cluster.list("Pod")[0]}
+    assert remaining == {"low-b", "high"}  # the lowest priority victim only
+    second = h.schedule_one(high)
+    assert second.node == "n1", second
+    stored = h.cluster.get("Pod", "high", "default")["metadata"]["annotations"]
+    assert parse_cpuset(json.loads(stored["scheduling.koordinator.sh/resource-status"])["cpuset"]) == set(
+        range(4)
+    )

@@ -42,6 +42,7 @@ from koord_framework.scheduler.frameworkext import (
     ReservationInfo,
     ReservationPreBindPlugin,
     ReservationRestorePlugin,
+    allocated_reservation_of,
     is_reserve_pod,
     nominated_reservation,
 )
@@ -51,6 +52,7 @@ from koord_framework.scheduler.interface import (
     FilterPlugin,
     Handle,
     PreBindPlugin,
+    PreFilterExtensions,
     PreFilterPlugin,
     PreFilterResult,
     PreScorePlugin,
@@ -94,6 +96,7 @@ from koord_plugin_nodenumaresource.annotations import (
 )
 from koord_plugin_nodenumaresource.args import NodeNUMAResourceArgs
 from koord_plugin_nodenumaresource.node_allocation import PodAllocation
+from koord_plugin_nodenumaresource.preemption import PreemptibleNodeState
 from koord_plugin_nodenumaresource.resource_manager import (
     ERR_INVALID_CPU_TOPOLOGY,
     InvalidTopologyError,
@@ -228,6 +231,7 @@ def append_resource_spec_if_missed(
 class NodeNUMAResource(
     SchedulerPlugin[NodeNUMAResourceArgs],
     PreFilterPlugin,
+    PreFilterExtensions,
     FilterPlugin,
     VectorFilter,
     PreScorePlugin,
@@ -442,6 +446,52 @@ class NodeNUMAResource(
         found = state.get(STATE_KEY)
         return found if isinstance(found, PreFilterState) else None
 
+    # --- PreFilter extensions: preemption what-ifs (Koordinator's preempt.go) ------------------------------
+    def pre_filter_extensions(self) -> PreFilterExtensions | None:
+        return self
+
+    def add_pod(self, state: CycleState, pod: PodInfo, to_add: PodInfo, node: NodeInfo) -> Status:
+        """A pod put back on ``node`` takes its CPUs and NUMA resources again."""
+        return self._preempt(state, to_add, node.name, removed=False)
+
+    def remove_pod(self, state: CycleState, pod: PodInfo, to_remove: PodInfo, node: NodeInfo) -> Status:
+        """A victim taken off ``node`` gives its CPUs and NUMA resources back, to its reservation when it
+        was allocated in a NUMA-aware one, else to the node."""
+        return self._preempt(state, to_remove, node.name, removed=True)
+
+    def _preempt(self, state: CycleState, other: PodInfo, node: str, *, removed: bool) -> Status:
+        st = self._state(state)
+        if st is None:
+            return Status.as_error(f"{NAME}: no PreFilter state")
+        if st.skip:
+            return Status.success()
+        with self.resources.lock:
+            held = self.resources.pod_allocation(node, other.uid)
+            if held is None or (not held.cpuset and not held.numa_node_resources):
+                return Status.success()  # a nominated pod, or one without cpuset and NUMA resources
+            reservation = self._numa_aware_reservation_of(other, node)
+        numa = merge_by_numa(dict(held.numa_node_resources))
+        freed = st.preemptible.setdefault(node, PreemptibleNodeState()).alloc_for(reservation)
+        if removed:
+            freed.accumulate(held.cpuset, numa)
+        else:
+            freed.subtract(held.cpuset, numa)
+        return Status.success()
+
+    def _numa_aware_reservation_of(self, pod: PodInfo, node: str) -> str | None:
+        """The uid of the reservation ``pod`` was allocated in, when that reservation itself holds a cpuset or
+        NUMA resources here (``notNUMAAwareReservation``); None otherwise (its resources are the node's)."""
+        try:
+            allocated = allocated_reservation_of(pod)
+        except ValueError:
+            return None  # the reservation cache would not know it either: count it against the node
+        if allocated is None:
+            return None
+        reserved = self.resources.pod_allocation(node, allocated[1])
+        if reserved is None or (not reserved.cpuset and not reserved.numa_node_resources):
+            return None
+        return allocated[1]
+
     # --- per-node context -------------------------------------------------------------------------------
     def _numa_policy(self, st: PreFilterState, record: NodeRecord, options: TopologyOptions) -> str | None:
         node_policy = record.labels.get(LABEL_NUMA_TOPOLOGY_POLICY, "") or options.numa_topology_policy
@@ -481,6 +531,7 @@ class NodeNUMAResource(
             ratios=ratios,
             numa_node_resources=zones,
             hint=hint,
+            node_preemption=st.preemptible.get(record.name),
         )
 
     def _allocate_from_node(
@@ -493,6 +544,10 @@ class NodeNUMAResource(
         options.reusable_resources = merge_by_numa(restore.unmatched_used, restore.matched_allocated)
         options.preferred_cpus = frozenset()
         options.preemptible_cpus = frozenset()
+        freed = options.node_preemption.node_alloc if options.node_preemption is not None else None
+        if freed is not None:  # a preemption what-if: the victims' CPUs and NUMA resources count as free
+            options.reusable_resources = freed.append_numa(options.reusable_resources)
+            options.preemptible_cpus = freed.append_cpus()
         return self.resources.allocate(node, pod.uid, options)
 
     def _allocate_from_reservations(
@@ -513,12 +568,22 @@ class NodeNUMAResource(
         if st.reservation_ignored:
             return self._allocate_ignoring_reservations(pod, node, options, restore, allocs)
         reusable = merge_by_numa(restore.unmatched_used, restore.matched_allocated)
+        preemption = options.node_preemption
+        node_freed = preemption.node_alloc if preemption is not None else None
+        preemptible: frozenset[int] = frozenset()
+        if node_freed is not None:
+            reusable = node_freed.append_numa(reusable)
+            preemptible = node_freed.append_cpus()
         reasons: list[str] = []
         for alloc in allocs.values():
             options.reusable_resources = merge_by_numa(reusable, alloc.remained)
             options.preferred_cpus = restore.matched_allocated_cpus | alloc.remained_cpus
-            options.preemptible_cpus = frozenset()
+            options.preemptible_cpus = preemptible
             options.required_resources = None
+            freed = preemption.reservations_alloc.get(alloc.reservation.uid) if preemption else None
+            if freed is not None:  # owner pods of this reservation removed by the what-if
+                options.reusable_resources = freed.append_numa(options.reusable_resources)
+                options.preemptible_cpus = freed.append_cpus(options.preemptible_cpus)
             if alloc.reservation.allocate_policy != "Restricted":
                 # Upstream implements Default as Aligned: reserved CPUs first, then the node's.
                 result, status = self.resources.allocate(node, pod.uid, options)
@@ -536,6 +601,17 @@ class NodeNUMAResource(
                 {n: dict(r) for n, r in alloc.remained.items()} if alloc.remained else None
             )
             options.preferred_cpus = alloc.remained_cpus
+            options.preemptible_cpus = frozenset()
+            if node_freed is not None:
+                # A reservation-ignored victim's CPUs inside the reservation are not in its allocated set.
+                options.preemptible_cpus |= alloc.allocatable_cpus & node_freed.append_cpus()
+            if freed is not None:
+                options.required_resources = freed.append_numa(options.required_resources)
+                # Given back twice: one reference held by the reservation, one by the removed owner.
+                again = alloc.allocatable_cpus & freed.append_cpus()
+                options.preemptible_cpus |= again
+                options.preferred_cpus |= again
+                reserved |= again
             if options.request_cpu_bind and options.num_cpus_needed > len(reserved):
                 reasons.append(ERR_NOT_ENOUGH_CPUS)
                 continue
@@ -564,12 +640,21 @@ class NodeNUMAResource(
         what the reservations hold but their owners have not taken."""
         reusable = merge_by_numa(restore.unmatched_used, restore.matched_allocated)
         cpus = set(restore.matched_allocated_cpus)
+        preemption = options.node_preemption
+        preemptible: frozenset[int] = frozenset()
+        if preemption is not None and preemption.node_alloc is not None:
+            reusable = preemption.node_alloc.append_numa(reusable)
+            preemptible = preemption.node_alloc.append_cpus()
         for alloc in allocs.values():
             reusable = merge_by_numa(reusable, alloc.remained)
             cpus |= alloc.remained_cpus
+            freed = preemption.reservations_alloc.get(alloc.reservation.uid) if preemption else None
+            if freed is not None:
+                reusable = freed.append_numa(reusable)
+                preemptible |= freed.append_cpus()
         options.reusable_resources = reusable
         options.preferred_cpus = frozenset(cpus)
-        options.preemptible_cpus = frozenset()
+        options.preemptible_cpus = preemptible
         options.required_resources = None
         return self.resources.allocate(node, pod.uid, options)
 
@@ -947,6 +1032,13 @@ class NodeNUMAResource(
             for n in {*restore.unmatched_used, *restore.matched_allocatable}
         }
         res_options.preferred_cpus = restore.matched_remain_cpus
+        preemption = res_options.node_preemption
+        if preemption is not None:  # every victim's resources, the node's and the reservations' alike
+            freed_all = [preemption.node_alloc] if preemption.node_alloc is not None else []
+            freed_all += preemption.reservations_alloc.values()
+            for freed in freed_all:
+                res_options.reusable_resources = freed.append_numa(res_options.reusable_resources)
+                res_options.preemptible_cpus = freed.append_cpus(res_options.preemptible_cpus)
         try:
             hints = self.resources.topology_hints(record.name, pod.uid, res_options, policy)
         except (ValueError, InvalidTopologyError):

@@ -22,6 +22,7 @@ from koord_plugin_nodenumaresource.accumulator import (
     take_preferred_cpus,
 )
 from koord_plugin_nodenumaresource.node_allocation import NodeAllocation, PodAllocation
+from koord_plugin_nodenumaresource.preemption import PreemptibleNodeState
 from koord_plugin_nodenumaresource.scoring import ResourceScorer
 from koord_plugin_nodenumaresource.topology import CPUTopology
 from koord_plugin_nodenumaresource.topology_options import TopologyOptions, TopologyOptionsManager
@@ -68,6 +69,8 @@ class ResourceOptions:
     reusable_resources: dict[int, dict[str, int]] = field(default_factory=dict)
     required_resources: dict[int, dict[str, int]] | None = None
     numa_scorer: ResourceScorer | None = None
+    node_preemption: PreemptibleNodeState | None = None
+    """What a preemption what-if frees on this node (None outside preemption)."""
 
     def amplified_options(self) -> TopologyOptions:
         return replace(self.topology_options, numa_node_resources=self.numa_node_resources)

@@ -17,6 +17,7 @@ from koord_framework.api.resources import add, subtract_non_negative
 from koord_framework.scheduler.cycle_state import CycleState
 from koord_framework.scheduler.frameworkext import ReservationInfo
 from koord_plugin_nodenumaresource.node_allocation import PodAllocation
+from koord_plugin_nodenumaresource.preemption import PreemptibleNodeState
 
 __all__ = [
     "RESTORE_STATE_KEY",
@@ -51,9 +52,12 @@ class PreFilterState:
     """The pod must consume a reservation (required reservation affinity): no fallback to the node."""
     reservation_ignored: bool = False
     """The pod has the ``reservation-ignored`` label: reserved-but-unused CPUs are usable too."""
+    preemptible: dict[str, PreemptibleNodeState] = field(default_factory=dict)
+    """Node name -> what the preemption what-if's removed pods give back there (AddPod / RemovePod)."""
 
     def clone(self) -> PreFilterState:
-        return replace(self)
+        # Each what-if works on its own clone of the cycle state: the per-node accumulators are copied.
+        return replace(self, preemptible={n: ns.clone() for n, ns in self.preemptible.items()})
 
 
 ResourcesByNUMA = Mapping[int, Mapping[str, int]]
