@@ -7,11 +7,15 @@ over its GPUs of total and free of the scored resources. A plain GPU pod (see ``
 iff at least ``count`` usable GPUs each have free >= the per-GPU request, and its node score is
 ``score_sums`` of those sums: both become a few array operations over all rows. Rows are refreshed from
 the node caches whenever the plugin marks a node changed.
+
+Pods come in few shapes and each placement changes one node, so ``fits_of``/``scores_of`` keep, per
+request shape, the verdicts and scores of every row and bring them up to date from the log of refreshed
+rows: a pod pays a gather over its candidate rows plus the rows that changed since its shape last looked.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -28,6 +32,8 @@ __all__ = ["GPU_COLUMNS", "GPUColumns"]
 GPU_COLUMNS = (n.GPU_CORE, n.GPU_MEMORY_RATIO, n.GPU_MEMORY)
 """The per-GPU resources a plain GPU request can name."""
 _MAX_MINORS = 64
+_MAX_SHAPES = 256
+_MAX_LOG = 100_000
 
 
 class GPUColumns:
@@ -43,6 +49,12 @@ class GPUColumns:
         self.free_sum = np.zeros((len(self.scored), 0), dtype=np.int64)
         self.dirty: set[str] = set()
         self._scored_present = [False] * len(self.scored)
+        self._log: list[int] = []
+        """Rows refreshed, in order: what the per-shape caches replay."""
+        self._epoch = 0
+        """Moves when every cached value may be stale (arrays regrown, a scored resource first seen)."""
+        self._shapes: dict[Hashable, tuple[npt.NDArray[Any], int, int]] = {}
+        """shape -> (value per row, log position and epoch it is valid at)."""
 
     def _ensure(self, rows: int, minors: int) -> None:
         if rows <= self._rows and minors <= self._minors:
@@ -62,6 +74,7 @@ class GPUColumns:
         self.total_sum = grow(self.total_sum, (len(self.scored), new_rows))
         self.free_sum = grow(self.free_sum, (len(self.scored), new_rows))
         self._rows, self._minors = new_rows, new_minors
+        self._epoch += 1
 
     def flush(
         self,
@@ -76,37 +89,79 @@ class GPUColumns:
             if row is None:
                 continue
             self.dirty.discard(name)
-            self._refresh(row, node_device(name), exact(name, node_device(name)))
+            nd = node_device(name)
+            self._refresh(row, nd, exact(name, nd))
+            self._log.append(row)
+        if len(self._log) > _MAX_LOG:
+            self._log.clear()
+            self._shapes.clear()
 
-    def _refresh(self, row: int, nd: NodeDevice | None, exact: bool) -> None:
+    def _clear(self, row: int) -> None:
         self.usable[row, :] = False
         self.free[:, row, :] = 0
         self.total_sum[:, row] = 0
         self.free_sum[:, row] = 0
+
+    def _refresh(self, row: int, nd: NodeDevice | None, exact: bool) -> None:
         self.has_device[row] = nd is not None
         self.exact[row] = exact
-        if nd is None:
+        total = nd.total.get(n.GPU, {}) if nd is not None else {}
+        if nd is None or not total or max(total) >= _MAX_MINORS:
+            if total:
+                self.exact[row] = True  # minors beyond the columns: the per-node path judges it
+            self._clear(row)
             return
-        total = nd.total.get(n.GPU, {})
         free = nd.free.get(n.GPU, {})
-        if total and max(total) >= _MAX_MINORS:
-            self.exact[row] = True
-            return
-        if total:
-            self._ensure(self._rows, max(total) + 1)
+        self._ensure(self._rows, max(total) + 1)
+        # Built as lists and written with one assignment per array: cheaper than a NumPy scalar write
+        # per device and resource.
+        usable = [False] * self._minors
+        values = [[0] * self._minors for _ in GPU_COLUMNS]
         for minor, res in total.items():
             if not any(res.values()):
                 continue  # unhealthy (or empty): never usable
-            self.usable[row, minor] = True
+            usable[minor] = True
             left = free.get(minor, {})
             for i, name in enumerate(GPU_COLUMNS):
-                self.free[i, row, minor] = left.get(name, 0)
-        sum_total, sum_free = nd.summed(n.GPU) if total else ({}, {})
+                values[i][minor] = left.get(name, 0)
+        self.usable[row, :] = usable
+        self.free[:, row, :] = values
+        sum_total, sum_free = nd.summed(n.GPU)
+        self.total_sum[:, row] = [sum_total.get(name, 0) for name in self.scored]
+        self.free_sum[:, row] = [sum_free.get(name, 0) for name in self.scored]
         for i, name in enumerate(self.scored):
-            self.total_sum[i, row] = sum_total.get(name, 0)
-            self.free_sum[i, row] = sum_free.get(name, 0)
-            if sum_total.get(name, 0):
+            if sum_total.get(name, 0) and not self._scored_present[i]:
                 self._scored_present[i] = True
+                self._epoch += 1  # every cached score now counts this resource
+
+    def _cached(
+        self, shape: Hashable, rows: Int64Array, compute: Callable[[Int64Array], npt.NDArray[Any]]
+    ) -> npt.NDArray[Any]:
+        """``compute(rows)`` from the shape's values per row, recomputing only rows refreshed since."""
+        entry = self._shapes.get(shape)
+        log = self._log
+        if entry is None or entry[2] != self._epoch:
+            if len(self._shapes) >= _MAX_SHAPES:
+                self._shapes.clear()
+            values = compute(np.arange(self._rows, dtype=np.int64))
+        else:
+            values, position, _ = entry
+            if position < len(log):
+                changed = np.unique(np.array(log[position:], dtype=np.int64))
+                values[changed] = compute(changed)
+        self._shapes[shape] = (values, len(log), self._epoch)
+        out: npt.NDArray[Any] = values[rows]
+        return out
+
+    def fits_of(self, rows: Int64Array, per_gpu: Mapping[str, int], count: int) -> BoolArray:
+        """``fits`` through the per-shape cache."""
+        shape = ("fits", tuple(sorted(per_gpu.items())), count)
+        return self._cached(shape, rows, lambda r: self.fits(r, per_gpu, count))
+
+    def scores_of(self, rows: Int64Array, request: Mapping[str, int], scorer: DeviceScorer) -> Int64Array:
+        """``scores`` through the per-shape cache (one scorer per plugin: the request is the shape)."""
+        shape = ("scores", tuple(sorted(request.items())), scorer.strategy)
+        return self._cached(shape, rows, lambda r: self.scores(r, request, scorer))
 
     def fits(self, rows: Int64Array, per_gpu: Mapping[str, int], count: int) -> BoolArray:
         """Plain-GPU-pod Filter verdicts of ``rows`` (rows without device state pass, as per node)."""

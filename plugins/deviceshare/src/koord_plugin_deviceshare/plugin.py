@@ -214,6 +214,8 @@ class DeviceShare(
         """``device-allocated`` values this scheduler wrote in PreBind -> the allocations they encode, so the
         informer's echo of our own write is not decoded again (bounded: see ``_remember_written``)."""
         self._memo = RowMemo()
+        self._uuids: dict[str, tuple[ParsedDevice, dict[tuple[str, int], str]]] = {}
+        """node -> (its parsed Device, (type, minor) -> uuid): PreBind's ids, indexed once per Device."""
         self._columns = GPUColumns(tuple(self.scorer.weights))
         self._node_gen: dict[str, int] = {}
         self._gen_counter = 0
@@ -306,6 +308,7 @@ class DeviceShare(
         name = str((obj.get("metadata") or {}).get("name") or "")
         with self._lock:
             self.devices.pop(name, None)
+            self._uuids.pop(name, None)
             self.device_errors.pop(name, None)
             if name in self.nodes:
                 self.nodes[name].invalidate()
@@ -760,7 +763,7 @@ class DeviceShare(
                 assert s.gpu_requirements is not None
                 self._columns.flush(table, self.nodes.get, self._exact_row)
                 req = s.gpu_requirements
-                verdict = self._columns.fits(rows, req.requests_per_gpu, req.number_of_gpus)
+                verdict = self._columns.fits_of(rows, req.requests_per_gpu, req.number_of_gpus)
                 exact = self._columns.exact[rows]
                 if exact.any():
                     verdict[exact] = self._memo.values(table, rows[exact], ("Filter", *s.shape), one) != 0
@@ -806,7 +809,7 @@ class DeviceShare(
             if self._plain_gpu(state, s, pod):
                 assert s.gpu_requirements is not None
                 self._columns.flush(table, self.nodes.get, self._exact_row)
-                scores = self._columns.scores(rows, s.gpu_requirements.requests_per_gpu, self.scorer)
+                scores = self._columns.scores_of(rows, s.gpu_requirements.requests_per_gpu, self.scorer)
                 exact = self._columns.exact[rows]
                 if exact.any():
                     scores[exact] = self._memo.values(table, rows[exact], ("Score", *s.shape), one)
@@ -1013,7 +1016,10 @@ class DeviceShare(
             device = self.devices.get(node_name)
         if device is None:
             return Status.as_error(f'devices.scheduling.koordinator.sh "{node_name}" not found')
-        by_key = {(d.type, d.minor): d.uuid for d in device.devices}
+        cached = self._uuids.get(node_name)
+        if cached is None or cached[0] is not device:
+            cached = self._uuids[node_name] = (device, {(d.type, d.minor): d.uuid for d in device.devices})
+        by_key = cached[1]
         for device_type, allocs in allocations.items():
             for a in allocs:
                 a.id = by_key.get((device_type, a.minor), a.id)
