@@ -11,6 +11,9 @@ the node caches whenever the plugin marks a node changed.
 Pods come in few shapes and each placement changes one node, so ``fits_of``/``scores_of`` keep, per
 request shape, the verdicts and scores of every row and bring them up to date from the log of refreshed
 rows: a pod pays a gather over its candidate rows plus the rows that changed since its shape last looked.
+A refresh keeps the row's values as Python lists (``_RowValues``) and the few changed rows are judged from
+them in plain Python (a NumPy call costs more than the arithmetic on one row); the arrays take the pending
+rows only when a whole column is computed again (a new shape, regrown arrays).
 """
 
 from __future__ import annotations
@@ -34,6 +37,28 @@ GPU_COLUMNS = (n.GPU_CORE, n.GPU_MEMORY_RATIO, n.GPU_MEMORY)
 _MAX_MINORS = 64
 _MAX_SHAPES = 256
 _MAX_LOG = 100_000
+_PYTHON_ROWS = 32
+"""Up to this many changed rows are recomputed in Python, more with the arrays."""
+
+
+class _RowValues:
+    """One row as refreshed: usable GPUs and their free per ``GPU_COLUMNS`` by minor, scored sums."""
+
+    __slots__ = ("free", "free_sum", "has_device", "total_sum", "usable")
+
+    def __init__(
+        self,
+        has_device: bool,
+        usable: list[bool],
+        free: list[list[int]],
+        total_sum: list[int],
+        free_sum: list[int],
+    ) -> None:
+        self.has_device = has_device
+        self.usable = usable
+        self.free = free
+        self.total_sum = total_sum
+        self.free_sum = free_sum
 
 
 class GPUColumns:
@@ -49,6 +74,10 @@ class GPUColumns:
         self.free_sum = np.zeros((len(self.scored), 0), dtype=np.int64)
         self.dirty: set[str] = set()
         self._scored_present = [False] * len(self.scored)
+        self._values: dict[int, _RowValues] = {}
+        """Row -> its values as last refreshed (the arrays may lag: see ``_unsynced``)."""
+        self._unsynced: set[int] = set()
+        """Rows refreshed since the arrays last took them (``usable``, ``free``, the sums)."""
         self._log: list[int] = []
         """Rows refreshed, in order: what the per-shape caches replay."""
         self._epoch = 0
@@ -96,27 +125,26 @@ class GPUColumns:
             self._log.clear()
             self._shapes.clear()
 
-    def _clear(self, row: int) -> None:
-        self.usable[row, :] = False
-        self.free[:, row, :] = 0
-        self.total_sum[:, row] = 0
-        self.free_sum[:, row] = 0
-
     def _refresh(self, row: int, nd: NodeDevice | None, exact: bool) -> None:
+        width = self._minors
+        scored = len(self.scored)
+        total = nd.total.get(n.GPU, {}) if nd is not None else {}
+        if total and max(total) >= _MAX_MINORS:
+            exact = True  # minors beyond the columns: the per-node path judges the node
         self.has_device[row] = nd is not None
         self.exact[row] = exact
-        total = nd.total.get(n.GPU, {}) if nd is not None else {}
         if nd is None or not total or max(total) >= _MAX_MINORS:
-            if total:
-                self.exact[row] = True  # minors beyond the columns: the per-node path judges it
-            self._clear(row)
+            self._values[row] = _RowValues(
+                nd is not None, [False] * width, [[0] * width for _ in GPU_COLUMNS], [0] * scored, [0] * scored
+            )
+            self._unsynced.add(row)
             return
+        if max(total) >= width:
+            self._ensure(self._rows, max(total) + 1)
+            width = self._minors
         free = nd.free.get(n.GPU, {})
-        self._ensure(self._rows, max(total) + 1)
-        # Built as lists and written with one assignment per array: cheaper than a NumPy scalar write
-        # per device and resource.
-        usable = [False] * self._minors
-        values = [[0] * self._minors for _ in GPU_COLUMNS]
+        usable = [False] * width
+        values = [[0] * width for _ in GPU_COLUMNS]
         for minor, res in total.items():
             if not any(res.values()):
                 continue  # unhealthy (or empty): never usable
@@ -124,31 +152,57 @@ class GPUColumns:
             left = free.get(minor, {})
             for i, name in enumerate(GPU_COLUMNS):
                 values[i][minor] = left.get(name, 0)
-        self.usable[row, :] = usable
-        self.free[:, row, :] = values
         sum_total, sum_free = nd.summed(n.GPU)
-        self.total_sum[:, row] = [sum_total.get(name, 0) for name in self.scored]
-        self.free_sum[:, row] = [sum_free.get(name, 0) for name in self.scored]
-        for i, name in enumerate(self.scored):
-            if sum_total.get(name, 0) and not self._scored_present[i]:
+        totals = [sum_total.get(name, 0) for name in self.scored]
+        for i, t in enumerate(totals):
+            if t and not self._scored_present[i]:
                 self._scored_present[i] = True
                 self._epoch += 1  # every cached score now counts this resource
+        self._values[row] = _RowValues(
+            True, usable, values, totals, [sum_free.get(name, 0) for name in self.scored]
+        )
+        self._unsynced.add(row)
+
+    def _sync(self) -> None:
+        """Write the rows refreshed since into the arrays (before a computation over many rows)."""
+        for row in self._unsynced:
+            v = self._values[row]
+            width = len(v.usable)
+            self.usable[row, :] = False
+            self.free[:, row, :] = 0
+            self.usable[row, :width] = v.usable
+            self.free[:, row, :width] = v.free
+            self.total_sum[:, row] = v.total_sum
+            self.free_sum[:, row] = v.free_sum
+        self._unsynced.clear()
 
     def _cached(
-        self, shape: Hashable, rows: Int64Array, compute: Callable[[Int64Array], npt.NDArray[Any]]
+        self,
+        shape: Hashable,
+        rows: Int64Array,
+        compute: Callable[[Int64Array], npt.NDArray[Any]],
+        one: Callable[[int], int | bool],
     ) -> npt.NDArray[Any]:
-        """``compute(rows)`` from the shape's values per row, recomputing only rows refreshed since."""
+        """``compute(rows)`` from the shape's values per row, recomputing only rows refreshed since (with
+        ``one(row)`` when they are few)."""
         entry = self._shapes.get(shape)
         log = self._log
         if entry is None or entry[2] != self._epoch:
             if len(self._shapes) >= _MAX_SHAPES:
                 self._shapes.clear()
+            self._sync()
             values = compute(np.arange(self._rows, dtype=np.int64))
         else:
             values, position, _ = entry
             if position < len(log):
-                changed = np.unique(np.array(log[position:], dtype=np.int64))
-                values[changed] = compute(changed)
+                changed = set(log[position:])
+                if len(changed) <= _PYTHON_ROWS and all(r in self._values for r in changed):
+                    for row in changed:
+                        values[row] = one(row)
+                else:
+                    self._sync()
+                    at = np.fromiter(changed, dtype=np.int64, count=len(changed))
+                    values[at] = compute(at)
         self._shapes[shape] = (values, len(log), self._epoch)
         out: npt.NDArray[Any] = values[rows]
         return out
@@ -156,15 +210,55 @@ class GPUColumns:
     def fits_of(self, rows: Int64Array, per_gpu: Mapping[str, int], count: int) -> BoolArray:
         """``fits`` through the per-shape cache."""
         shape = ("fits", tuple(sorted(per_gpu.items())), count)
-        return self._cached(shape, rows, lambda r: self.fits(r, per_gpu, count))
+        wants = [(i, per_gpu[name]) for i, name in enumerate(GPU_COLUMNS) if per_gpu.get(name)]
+        need = max(count, 1)
+
+        def one(row: int) -> bool:
+            v = self._values[row]
+            if not v.has_device:
+                return True
+            fit = 0
+            for minor, ok in enumerate(v.usable):
+                if ok and all(v.free[i][minor] >= want for i, want in wants):
+                    fit += 1
+            return fit >= need
+
+        return self._cached(shape, rows, lambda r: self.fits(r, per_gpu, count), one)
 
     def scores_of(self, rows: Int64Array, request: Mapping[str, int], scorer: DeviceScorer) -> Int64Array:
         """``scores`` through the per-shape cache (one scorer per plugin: the request is the shape)."""
         shape = ("scores", tuple(sorted(request.items())), scorer.strategy)
-        return self._cached(shape, rows, lambda r: self.scores(r, request, scorer))
+        least = scorer.strategy == LEAST_ALLOCATED
+        terms = [
+            (i, scorer.weights[name], request.get(name, 0))
+            for i, name in enumerate(self.scored)
+            if self._scored_present[i]
+        ]
+
+        def one(row: int) -> int:
+            # ``scores`` for one row, in Python integers.
+            v = self._values[row]
+            if not v.has_device:
+                return 0
+            node_score = weight_sum = 0
+            for i, weight, want in terms:
+                t, f = v.total_sum[i], v.free_sum[i]
+                if t == 0:
+                    continue
+                requested = t - f + want if t >= f else t
+                if least:
+                    score = 0 if requested > t else (t - requested) * MAX_NODE_SCORE // t
+                else:
+                    score = min(requested, t) * MAX_NODE_SCORE // t
+                node_score += score * weight
+                weight_sum += weight
+            return node_score // weight_sum if weight_sum > 0 else 0
+
+        return self._cached(shape, rows, lambda r: self.scores(r, request, scorer), one)
 
     def fits(self, rows: Int64Array, per_gpu: Mapping[str, int], count: int) -> BoolArray:
         """Plain-GPU-pod Filter verdicts of ``rows`` (rows without device state pass, as per node)."""
+        self._sync()
         ok = self.usable[rows]
         for i, name in enumerate(GPU_COLUMNS):
             want = per_gpu.get(name)
@@ -175,6 +269,7 @@ class GPUColumns:
 
     def scores(self, rows: Int64Array, request: Mapping[str, int], scorer: DeviceScorer) -> Int64Array:
         """``score_sums`` of the plain GPU pod's per-GPU request over ``rows`` (0 without device state)."""
+        self._sync()
         node_score = np.zeros(rows.size, dtype=np.int64)
         weight_sum = np.zeros(rows.size, dtype=np.int64)
         for i, name in enumerate(self.scored):
