@@ -220,9 +220,10 @@ class DeviceShare(
         self._node_gen: dict[str, int] = {}
         self._gen_counter = 0
         self._prepared: dict[tuple[object, ...], PodDeviceState | PodDeviceError] = {}
-        self._statuses: dict[tuple[object, ...], tuple[int, Status]] = {}
-        """(pod shape, node) -> (node generation, Filter status): reasons of unschedulable pods of one
-        shape are worked out once per node change, not once per pod."""
+        self._statuses: dict[tuple[object, ...], dict[str, tuple[int, Status]]] = {}
+        """pod shape -> node -> (node generation, Filter status): reasons of unschedulable pods of one
+        shape are worked out once per node change, not once per pod (the shape hashed once per pod)."""
+        self._status_count = 0
         handle.informer.add_handler("Device", self._on_device, self._on_device_update, self._on_device_delete)
         handle.informer.add_handler("Pod", self._on_pod, self._on_pod_update, self._on_pod_delete)
         # Node labels (GPU model, partition policy, isolation provider) enter Filter and Score.
@@ -679,16 +680,25 @@ class DeviceShare(
         if not self._memoisable(state, s):
             return self._filter(state, s, pod, node)
         with self._lock:
-            key = (*s.shape, node.name)
+            by_node = self._statuses_of(s.shape)
             gen = self._node_gen.get(node.name, 0)
-            cached = self._statuses.get(key)
+            cached = by_node.get(node.name)
             if cached is not None and cached[0] == gen:
                 return cached[1]
             status = self._filter(state, s, pod, node)
-            if len(self._statuses) > _MAX_STATUSES:
-                self._statuses.clear()
-            self._statuses[key] = (gen, status)
+            by_node[node.name] = (gen, status)
+            self._status_count += 1
             return status
+
+    def _statuses_of(self, shape: tuple[object, ...]) -> dict[str, tuple[int, Status]]:
+        """The memoised Filter statuses of one shape (all forgotten past ``_MAX_STATUSES`` entries)."""
+        if self._status_count > _MAX_STATUSES:
+            self._statuses.clear()
+            self._status_count = 0
+        by_node = self._statuses.get(shape)
+        if by_node is None:
+            by_node = self._statuses[shape] = {}
+        return by_node
 
     def _filter(self, state: CycleState, s: PodDeviceState, pod: PodInfo, node: NodeInfo) -> Status:
         labels = node.node.labels
@@ -783,11 +793,12 @@ class DeviceShare(
                 ni = self.handle.node_info(names[row])
                 out.append(Status.success() if ni is None else self.filter(state, pod, ni))
             return out
-        statuses, gens, shape = self._statuses, self._node_gen, s.shape
-        for row in rows.tolist():
-            name = names[row]
-            cached = statuses.get((*shape, name))
-            if cached is not None and cached[0] == gens.get(name, 0):
+        with self._lock:
+            known = self._statuses_of(s.shape).get
+        gen = self._node_gen.get
+        for name in [names[row] for row in rows.tolist()]:
+            cached = known(name)
+            if cached is not None and cached[0] == gen(name, 0):
                 out.append(cached[1])
                 continue
             ni = self.handle.node_info(name)
