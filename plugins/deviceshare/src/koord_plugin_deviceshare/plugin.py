@@ -224,6 +224,8 @@ class DeviceShare(
         """pod shape -> node -> (node generation, Filter status): reasons of unschedulable pods of one
         shape are worked out once per node change, not once per pod (the shape hashed once per pod)."""
         self._status_count = 0
+        self._interned: dict[tuple[Code, tuple[str, ...]], Status] = {}
+        """One Status object per distinct rejection (code, reasons) among the memoised ones."""
         handle.informer.add_handler("Device", self._on_device, self._on_device_update, self._on_device_delete)
         handle.informer.add_handler("Pod", self._on_pod, self._on_pod_update, self._on_pod_delete)
         # Node labels (GPU model, partition policy, isolation provider) enter Filter and Score.
@@ -686,6 +688,10 @@ class DeviceShare(
             if cached is not None and cached[0] == gen:
                 return cached[1]
             status = self._filter(state, s, pod, node)
+            if not status.is_success and status.error is None:
+                # Nodes rejected for the same reasons share one Status: the framework indexes a failed pod's
+                # rejections (and counts its "0/N nodes" message) per distinct object.
+                status = self._interned.setdefault((status.code, status.reasons), status)
             by_node[node.name] = (gen, status)
             self._status_count += 1
             return status
@@ -694,6 +700,7 @@ class DeviceShare(
         """The memoised Filter statuses of one shape (all forgotten past ``_MAX_STATUSES`` entries)."""
         if self._status_count > _MAX_STATUSES:
             self._statuses.clear()
+            self._interned.clear()
             self._status_count = 0
         by_node = self._statuses.get(shape)
         if by_node is None:
