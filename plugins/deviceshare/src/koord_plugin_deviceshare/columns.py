@@ -218,10 +218,18 @@ class GPUColumns:
             if not v.has_device:
                 return True
             fit = 0
+            free = v.free
             for minor, ok in enumerate(v.usable):
-                if ok and all(v.free[i][minor] >= want for i, want in wants):
+                if not ok:
+                    continue
+                for i, want in wants:
+                    if free[i][minor] < want:
+                        break
+                else:
                     fit += 1
-            return fit >= need
+                    if fit >= need:
+                        return True
+            return False
 
         return self._cached(shape, rows, lambda r: self.fits(r, per_gpu, count), one)
 
