@@ -34,7 +34,9 @@ def _node(rng: random.Random, name: str) -> NodeDevice:
     return nd
 
 
-@pytest.mark.parametrize(("seed", "strategy"), [(0, LEAST_ALLOCATED), (1, MOST_ALLOCATED), (2, LEAST_ALLOCATED)])
+@pytest.mark.parametrize(
+    ("seed", "strategy"), [(0, LEAST_ALLOCATED), (1, MOST_ALLOCATED), (2, LEAST_ALLOCATED)]
+)
 def test_cached_columns_equal_fresh_ones(seed: int, strategy: str) -> None:
     rng = random.Random(seed)
     scorer = DeviceScorer(strategy, dict.fromkeys(SCORED, 1))
@@ -74,4 +76,7 @@ def test_cached_columns_equal_fresh_ones(seed: int, strategy: str) -> None:
         rows = np.array(sorted(rng.sample(range(len(names)), 30)), dtype=np.int64)
         for per_gpu, count in SHAPES:
             assert cached.fits_of(rows, per_gpu, count).tolist() == fresh.fits(rows, per_gpu, count).tolist()
-            assert cached.scores_of(rows, per_gpu, scorer).tolist() == fresh.scores(rows, per_gpu, scorer).tolist()
+            assert (
+                cached.scores_of(rows, per_gpu, scorer).tolist()
+                == fresh.scores(rows, per_gpu, scorer).tolist()
+            )

@@ -135,7 +135,11 @@ class GPUColumns:
         self.exact[row] = exact
         if nd is None or not total or max(total) >= _MAX_MINORS:
             self._values[row] = _RowValues(
-                nd is not None, [False] * width, [[0] * width for _ in GPU_COLUMNS], [0] * scored, [0] * scored
+                nd is not None,
+                [False] * width,
+                [[0] * width for _ in GPU_COLUMNS],
+                [0] * scored,
+                [0] * scored,
             )
             self._unsynced.add(row)
             return
