@@ -58,15 +58,28 @@ class DeviceAllocation:
 DeviceAllocations = dict[str, list[DeviceAllocation]]
 
 
+_WIRE_CACHE: dict[tuple[tuple[str, int], ...], dict[str, str]] = {}
+_WIRE_CACHE_LIMIT = 4096
+
+
+def _wire_resources(resources: Mapping[str, int]) -> dict[str, str]:
+    """A device's resources as the annotation prints them; allocations repeat a few shapes (a whole GPU, a
+    quarter of one, ...), so each is formatted once (a fresh dict per call: callers may keep it)."""
+    key = tuple(sorted(resources.items()))
+    wire = _WIRE_CACHE.get(key)
+    if wire is None:
+        if len(_WIRE_CACHE) >= _WIRE_CACHE_LIMIT:
+            _WIRE_CACHE.clear()
+        wire = _WIRE_CACHE[key] = {k: format_value(k, v) for k, v in key}
+    return dict(wire)
+
+
 def to_wire(allocations: Mapping[str, list[DeviceAllocation]]) -> dict[str, list[dict[str, Any]]]:
     out: dict[str, list[dict[str, Any]]] = {}
     for device_type, allocs in allocations.items():
         rows = []
         for a in allocs:
-            row: dict[str, Any] = {
-                "minor": a.minor,
-                "resources": {k: format_value(k, v) for k, v in sorted(a.resources.items())},
-            }
+            row: dict[str, Any] = {"minor": a.minor, "resources": _wire_resources(a.resources)}
             if a.id:
                 row["id"] = a.id
             ext: dict[str, Any] = {}

@@ -617,7 +617,8 @@ def _select_partition_by_bin_pack(
 
 @dataclass(slots=True)
 class _ScopeResult:
-    allocations: list[DeviceAllocation]
+    minors: list[int]
+    """The GPUs chosen in this scope (allocations are built once, for the winning scope only)."""
     cumulative_not_empties: int
     depth: int
     score: int
@@ -648,7 +649,7 @@ def _allocate_by_topology(
         if req.required_topology_scope:
             return None, Status.unschedulable(ERR_INSUFFICIENT_TOPOLOGY_SCOPED_GPU_DEVICES)
         return None, Status.unschedulable(ERR_INSUFFICIENT_GPU_DEVICES)
-    return result.allocations, Status.success()
+    return [DeviceAllocation(m, dict(req.requests_per_gpu)) for m in result.minors], Status.success()
 
 
 def _allocate_from_scope(
@@ -674,7 +675,7 @@ def _allocate_from_scope(
         r = _allocate_from_scope(
             req, child, used_hash, free, total, scorer, not_empties, depth, device_context
         )
-        if r is None or not r.allocations:
+        if r is None or not r.minors:
             continue
         if best is None:
             best = r
@@ -727,9 +728,7 @@ def _allocate_from_scope(
         return None
     if req.gpu_shared:
         candidates.append(best_minor)
-    return _ScopeResult(
-        [DeviceAllocation(m, dict(req.requests_per_gpu)) for m in candidates], not_empties, depth, best_score
-    )
+    return _ScopeResult(candidates, not_empties, depth, best_score)
 
 
 def fill_gpu_total_memory(allocations: DeviceAllocations, node_device: NodeDevice) -> None:

@@ -7,11 +7,18 @@ over its GPUs of total and free of the scored resources. A plain GPU pod (see ``
 iff at least ``count`` usable GPUs each have free >= the per-GPU request, and its node score is
 ``score_sums`` of those sums: both become a few array operations over all rows. Rows are refreshed from
 the node caches whenever the plugin marks a node changed.
+
+Pods come in few shapes and each placement changes one node, so ``fits_of``/``scores_of`` keep, per
+request shape, the verdicts and scores of every row and bring them up to date from the log of refreshed
+rows: a pod pays a gather over its candidate rows plus the rows that changed since its shape last looked.
+A refresh keeps the row's values as Python lists (``_RowValues``) and the few changed rows are judged from
+them in plain Python (a NumPy call costs more than the arithmetic on one row); the arrays take the pending
+rows only when a whole column is computed again (a new shape, regrown arrays).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -28,6 +35,30 @@ __all__ = ["GPU_COLUMNS", "GPUColumns"]
 GPU_COLUMNS = (n.GPU_CORE, n.GPU_MEMORY_RATIO, n.GPU_MEMORY)
 """The per-GPU resources a plain GPU request can name."""
 _MAX_MINORS = 64
+_MAX_SHAPES = 256
+_MAX_LOG = 100_000
+_PYTHON_ROWS = 32
+"""Up to this many changed rows are recomputed in Python, more with the arrays."""
+
+
+class _RowValues:
+    """One row as refreshed: usable GPUs and their free per ``GPU_COLUMNS`` by minor, scored sums."""
+
+    __slots__ = ("free", "free_sum", "has_device", "total_sum", "usable")
+
+    def __init__(
+        self,
+        has_device: bool,
+        usable: list[bool],
+        free: list[list[int]],
+        total_sum: list[int],
+        free_sum: list[int],
+    ) -> None:
+        self.has_device = has_device
+        self.usable = usable
+        self.free = free
+        self.total_sum = total_sum
+        self.free_sum = free_sum
 
 
 class GPUColumns:
@@ -43,6 +74,16 @@ class GPUColumns:
         self.free_sum = np.zeros((len(self.scored), 0), dtype=np.int64)
         self.dirty: set[str] = set()
         self._scored_present = [False] * len(self.scored)
+        self._values: dict[int, _RowValues] = {}
+        """Row -> its values as last refreshed (the arrays may lag: see ``_unsynced``)."""
+        self._unsynced: set[int] = set()
+        """Rows refreshed since the arrays last took them (``usable``, ``free``, the sums)."""
+        self._log: list[int] = []
+        """Rows refreshed, in order: what the per-shape caches replay."""
+        self._epoch = 0
+        """Moves when every cached value may be stale (arrays regrown, a scored resource first seen)."""
+        self._shapes: dict[Hashable, tuple[npt.NDArray[Any], int, int]] = {}
+        """shape -> (value per row, log position and epoch it is valid at)."""
 
     def _ensure(self, rows: int, minors: int) -> None:
         if rows <= self._rows and minors <= self._minors:
@@ -62,6 +103,7 @@ class GPUColumns:
         self.total_sum = grow(self.total_sum, (len(self.scored), new_rows))
         self.free_sum = grow(self.free_sum, (len(self.scored), new_rows))
         self._rows, self._minors = new_rows, new_minors
+        self._epoch += 1
 
     def flush(
         self,
@@ -76,40 +118,159 @@ class GPUColumns:
             if row is None:
                 continue
             self.dirty.discard(name)
-            self._refresh(row, node_device(name), exact(name, node_device(name)))
+            nd = node_device(name)
+            self._refresh(row, nd, exact(name, nd))
+            self._log.append(row)
+        if len(self._log) > _MAX_LOG:
+            self._log.clear()
+            self._shapes.clear()
 
     def _refresh(self, row: int, nd: NodeDevice | None, exact: bool) -> None:
-        self.usable[row, :] = False
-        self.free[:, row, :] = 0
-        self.total_sum[:, row] = 0
-        self.free_sum[:, row] = 0
+        width = self._minors
+        scored = len(self.scored)
+        total = nd.total.get(n.GPU, {}) if nd is not None else {}
+        if total and max(total) >= _MAX_MINORS:
+            exact = True  # minors beyond the columns: the per-node path judges the node
         self.has_device[row] = nd is not None
         self.exact[row] = exact
-        if nd is None:
+        if nd is None or not total or max(total) >= _MAX_MINORS:
+            self._values[row] = _RowValues(
+                nd is not None,
+                [False] * width,
+                [[0] * width for _ in GPU_COLUMNS],
+                [0] * scored,
+                [0] * scored,
+            )
+            self._unsynced.add(row)
             return
-        total = nd.total.get(n.GPU, {})
-        free = nd.free.get(n.GPU, {})
-        if total and max(total) >= _MAX_MINORS:
-            self.exact[row] = True
-            return
-        if total:
+        if max(total) >= width:
             self._ensure(self._rows, max(total) + 1)
+            width = self._minors
+        free = nd.free.get(n.GPU, {})
+        usable = [False] * width
+        values = [[0] * width for _ in GPU_COLUMNS]
         for minor, res in total.items():
             if not any(res.values()):
                 continue  # unhealthy (or empty): never usable
-            self.usable[row, minor] = True
+            usable[minor] = True
             left = free.get(minor, {})
             for i, name in enumerate(GPU_COLUMNS):
-                self.free[i, row, minor] = left.get(name, 0)
-        sum_total, sum_free = nd.summed(n.GPU) if total else ({}, {})
-        for i, name in enumerate(self.scored):
-            self.total_sum[i, row] = sum_total.get(name, 0)
-            self.free_sum[i, row] = sum_free.get(name, 0)
-            if sum_total.get(name, 0):
+                values[i][minor] = left.get(name, 0)
+        sum_total, sum_free = nd.summed(n.GPU)
+        totals = [sum_total.get(name, 0) for name in self.scored]
+        for i, t in enumerate(totals):
+            if t and not self._scored_present[i]:
                 self._scored_present[i] = True
+                self._epoch += 1  # every cached score now counts this resource
+        self._values[row] = _RowValues(
+            True, usable, values, totals, [sum_free.get(name, 0) for name in self.scored]
+        )
+        self._unsynced.add(row)
+
+    def _sync(self) -> None:
+        """Write the rows refreshed since into the arrays (before a computation over many rows)."""
+        for row in self._unsynced:
+            v = self._values[row]
+            width = len(v.usable)
+            self.usable[row, :] = False
+            self.free[:, row, :] = 0
+            self.usable[row, :width] = v.usable
+            self.free[:, row, :width] = v.free
+            self.total_sum[:, row] = v.total_sum
+            self.free_sum[:, row] = v.free_sum
+        self._unsynced.clear()
+
+    def _cached(
+        self,
+        shape: Hashable,
+        rows: Int64Array,
+        compute: Callable[[Int64Array], npt.NDArray[Any]],
+        one: Callable[[int], int | bool],
+    ) -> npt.NDArray[Any]:
+        """``compute(rows)`` from the shape's values per row, recomputing only rows refreshed since (with
+        ``one(row)`` when they are few)."""
+        entry = self._shapes.get(shape)
+        log = self._log
+        if entry is None or entry[2] != self._epoch:
+            if len(self._shapes) >= _MAX_SHAPES:
+                self._shapes.clear()
+            self._sync()
+            values = compute(np.arange(self._rows, dtype=np.int64))
+        else:
+            values, position, _ = entry
+            if position < len(log):
+                changed = set(log[position:])
+                if len(changed) <= _PYTHON_ROWS and all(r in self._values for r in changed):
+                    for row in changed:
+                        values[row] = one(row)
+                else:
+                    self._sync()
+                    at = np.fromiter(changed, dtype=np.int64, count=len(changed))
+                    values[at] = compute(at)
+        self._shapes[shape] = (values, len(log), self._epoch)
+        out: npt.NDArray[Any] = values[rows]
+        return out
+
+    def fits_of(self, rows: Int64Array, per_gpu: Mapping[str, int], count: int) -> BoolArray:
+        """``fits`` through the per-shape cache."""
+        shape = ("fits", tuple(sorted(per_gpu.items())), count)
+        wants = [(i, per_gpu[name]) for i, name in enumerate(GPU_COLUMNS) if per_gpu.get(name)]
+        need = max(count, 1)
+
+        def one(row: int) -> bool:
+            v = self._values[row]
+            if not v.has_device:
+                return True
+            fit = 0
+            free = v.free
+            for minor, ok in enumerate(v.usable):
+                if not ok:
+                    continue
+                for i, want in wants:
+                    if free[i][minor] < want:
+                        break
+                else:
+                    fit += 1
+                    if fit >= need:
+                        return True
+            return False
+
+        return self._cached(shape, rows, lambda r: self.fits(r, per_gpu, count), one)
+
+    def scores_of(self, rows: Int64Array, request: Mapping[str, int], scorer: DeviceScorer) -> Int64Array:
+        """``scores`` through the per-shape cache (one scorer per plugin: the request is the shape)."""
+        shape = ("scores", tuple(sorted(request.items())), scorer.strategy)
+        least = scorer.strategy == LEAST_ALLOCATED
+        terms = [
+            (i, scorer.weights[name], request.get(name, 0))
+            for i, name in enumerate(self.scored)
+            if self._scored_present[i]
+        ]
+
+        def one(row: int) -> int:
+            # ``scores`` for one row, in Python integers.
+            v = self._values[row]
+            if not v.has_device:
+                return 0
+            node_score = weight_sum = 0
+            for i, weight, want in terms:
+                t, f = v.total_sum[i], v.free_sum[i]
+                if t == 0:
+                    continue
+                requested = t - f + want if t >= f else t
+                if least:
+                    score = 0 if requested > t else (t - requested) * MAX_NODE_SCORE // t
+                else:
+                    score = min(requested, t) * MAX_NODE_SCORE // t
+                node_score += score * weight
+                weight_sum += weight
+            return node_score // weight_sum if weight_sum > 0 else 0
+
+        return self._cached(shape, rows, lambda r: self.scores(r, request, scorer), one)
 
     def fits(self, rows: Int64Array, per_gpu: Mapping[str, int], count: int) -> BoolArray:
         """Plain-GPU-pod Filter verdicts of ``rows`` (rows without device state pass, as per node)."""
+        self._sync()
         ok = self.usable[rows]
         for i, name in enumerate(GPU_COLUMNS):
             want = per_gpu.get(name)
@@ -120,6 +281,7 @@ class GPUColumns:
 
     def scores(self, rows: Int64Array, request: Mapping[str, int], scorer: DeviceScorer) -> Int64Array:
         """``score_sums`` of the plain GPU pod's per-GPU request over ``rows`` (0 without device state)."""
+        self._sync()
         node_score = np.zeros(rows.size, dtype=np.int64)
         weight_sum = np.zeros(rows.size, dtype=np.int64)
         for i, name in enumerate(self.scored):

@@ -214,13 +214,18 @@ class DeviceShare(
         """``device-allocated`` values this scheduler wrote in PreBind -> the allocations they encode, so the
         informer's echo of our own write is not decoded again (bounded: see ``_remember_written``)."""
         self._memo = RowMemo()
+        self._uuids: dict[str, tuple[ParsedDevice, dict[tuple[str, int], str]]] = {}
+        """node -> (its parsed Device, (type, minor) -> uuid): PreBind's ids, indexed once per Device."""
         self._columns = GPUColumns(tuple(self.scorer.weights))
         self._node_gen: dict[str, int] = {}
         self._gen_counter = 0
         self._prepared: dict[tuple[object, ...], PodDeviceState | PodDeviceError] = {}
-        self._statuses: dict[tuple[object, ...], tuple[int, Status]] = {}
-        """(pod shape, node) -> (node generation, Filter status): reasons of unschedulable pods of one
-        shape are worked out once per node change, not once per pod."""
+        self._statuses: dict[tuple[object, ...], dict[str, tuple[int, Status]]] = {}
+        """pod shape -> node -> (node generation, Filter status): reasons of unschedulable pods of one
+        shape are worked out once per node change, not once per pod (the shape hashed once per pod)."""
+        self._status_count = 0
+        self._interned: dict[tuple[Code, tuple[str, ...]], Status] = {}
+        """One Status object per distinct rejection (code, reasons) among the memoised ones."""
         handle.informer.add_handler("Device", self._on_device, self._on_device_update, self._on_device_delete)
         handle.informer.add_handler("Pod", self._on_pod, self._on_pod_update, self._on_pod_delete)
         # Node labels (GPU model, partition policy, isolation provider) enter Filter and Score.
@@ -306,6 +311,7 @@ class DeviceShare(
         name = str((obj.get("metadata") or {}).get("name") or "")
         with self._lock:
             self.devices.pop(name, None)
+            self._uuids.pop(name, None)
             self.device_errors.pop(name, None)
             if name in self.nodes:
                 self.nodes[name].invalidate()
@@ -676,16 +682,30 @@ class DeviceShare(
         if not self._memoisable(state, s):
             return self._filter(state, s, pod, node)
         with self._lock:
-            key = (*s.shape, node.name)
+            by_node = self._statuses_of(s.shape)
             gen = self._node_gen.get(node.name, 0)
-            cached = self._statuses.get(key)
+            cached = by_node.get(node.name)
             if cached is not None and cached[0] == gen:
                 return cached[1]
             status = self._filter(state, s, pod, node)
-            if len(self._statuses) > _MAX_STATUSES:
-                self._statuses.clear()
-            self._statuses[key] = (gen, status)
+            if not status.is_success and status.error is None:
+                # Nodes rejected for the same reasons share one Status: the framework indexes a failed pod's
+                # rejections (and counts its "0/N nodes" message) per distinct object.
+                status = self._interned.setdefault((status.code, status.reasons), status)
+            by_node[node.name] = (gen, status)
+            self._status_count += 1
             return status
+
+    def _statuses_of(self, shape: tuple[object, ...]) -> dict[str, tuple[int, Status]]:
+        """The memoised Filter statuses of one shape (all forgotten past ``_MAX_STATUSES`` entries)."""
+        if self._status_count > _MAX_STATUSES:
+            self._statuses.clear()
+            self._interned.clear()
+            self._status_count = 0
+        by_node = self._statuses.get(shape)
+        if by_node is None:
+            by_node = self._statuses[shape] = {}
+        return by_node
 
     def _filter(self, state: CycleState, s: PodDeviceState, pod: PodInfo, node: NodeInfo) -> Status:
         labels = node.node.labels
@@ -760,7 +780,7 @@ class DeviceShare(
                 assert s.gpu_requirements is not None
                 self._columns.flush(table, self.nodes.get, self._exact_row)
                 req = s.gpu_requirements
-                verdict = self._columns.fits(rows, req.requests_per_gpu, req.number_of_gpus)
+                verdict = self._columns.fits_of(rows, req.requests_per_gpu, req.number_of_gpus)
                 exact = self._columns.exact[rows]
                 if exact.any():
                     verdict[exact] = self._memo.values(table, rows[exact], ("Filter", *s.shape), one) != 0
@@ -780,11 +800,12 @@ class DeviceShare(
                 ni = self.handle.node_info(names[row])
                 out.append(Status.success() if ni is None else self.filter(state, pod, ni))
             return out
-        statuses, gens, shape = self._statuses, self._node_gen, s.shape
-        for row in rows.tolist():
-            name = names[row]
-            cached = statuses.get((*shape, name))
-            if cached is not None and cached[0] == gens.get(name, 0):
+        with self._lock:
+            known = self._statuses_of(s.shape).get
+        gen = self._node_gen.get
+        for name in [names[row] for row in rows.tolist()]:
+            cached = known(name)
+            if cached is not None and cached[0] == gen(name, 0):
                 out.append(cached[1])
                 continue
             ni = self.handle.node_info(name)
@@ -806,7 +827,7 @@ class DeviceShare(
             if self._plain_gpu(state, s, pod):
                 assert s.gpu_requirements is not None
                 self._columns.flush(table, self.nodes.get, self._exact_row)
-                scores = self._columns.scores(rows, s.gpu_requirements.requests_per_gpu, self.scorer)
+                scores = self._columns.scores_of(rows, s.gpu_requirements.requests_per_gpu, self.scorer)
                 exact = self._columns.exact[rows]
                 if exact.any():
                     scores[exact] = self._memo.values(table, rows[exact], ("Score", *s.shape), one)
@@ -1013,7 +1034,10 @@ class DeviceShare(
             device = self.devices.get(node_name)
         if device is None:
             return Status.as_error(f'devices.scheduling.koordinator.sh "{node_name}" not found')
-        by_key = {(d.type, d.minor): d.uuid for d in device.devices}
+        cached = self._uuids.get(node_name)
+        if cached is None or cached[0] is not device:
+            cached = self._uuids[node_name] = (device, {(d.type, d.minor): d.uuid for d in device.devices})
+        by_key = cached[1]
         for device_type, allocs in allocations.items():
             for a in allocs:
                 a.id = by_key.get((device_type, a.minor), a.id)

@@ -47,17 +47,21 @@ class DeviceScorer:
     def score_device(
         self, request: Mapping[str, int], total: Mapping[str, int], free: Mapping[str, int]
     ) -> int:
-        # The allocator scores every candidate device of every shared-GPU pod: one pass, no pair list.
+        # The allocator scores every candidate device of every shared-GPU pod: one pass, no pair list, the
+        # per-resource formula inlined (``_least``/``_most``; a zero capacity is skipped before).
         score = 0
         weight_sum = 0
-        per_resource = self._per_resource
+        least = self._per_resource is _least
         for name, weight in self.weights.items():
             t = total.get(name, 0)
             if t == 0:
                 continue
             f = free.get(name, 0)
             requested = (t - f + request.get(name, 0)) if t >= f else t
-            score += per_resource(requested, t) * weight
+            if least:
+                score += (0 if requested > t else (t - requested) * MAX_NODE_SCORE // t) * weight
+            else:
+                score += (requested if requested < t else t) * MAX_NODE_SCORE // t * weight
             weight_sum += weight
         return score // weight_sum if weight_sum else 0
 
