@@ -117,7 +117,7 @@ class Anonymizer:
         if found is None:
             digest = hashlib.sha256(self.salt + b"\0" + value.encode()).hexdigest()[:16]
             found = "x" + digest
-            if len(self._cache) < 200_000:  # bounded: a cache, not a copy of the cluster
+            if len(self._cache) < 50_000:  # bounded: a cache, not a copy of the cluster
                 self._cache[value] = found
         return found
 

@@ -21,10 +21,12 @@ def example_cluster() -> MemoryCluster:
     # What a real API server adds and a snapshot must not carry back.
     node, _ = cluster.list("Node")
     first = node[0]
-    first["metadata"]["managedFields"] = [{"manager": "kubelet", "operation": "Update", "fieldsType": "FieldsV1"}]
-    first["metadata"].setdefault("annotations", {})[
-        "kubectl.kubernetes.io/last-applied-configuration"
-    ] = '{"kind":"Node"}'
+    first["metadata"]["managedFields"] = [
+        {"manager": "kubelet", "operation": "Update", "fieldsType": "FieldsV1"}
+    ]
+    first["metadata"].setdefault("annotations", {})["kubectl.kubernetes.io/last-applied-configuration"] = (
+        '{"kind":"Node"}'
+    )
     cluster.update(first)
     return cluster
 
@@ -58,6 +60,4 @@ def comparable(obj: dict[str, Any]) -> dict[str, Any]:
 
 def by_key(cluster: MemoryCluster, kind: str) -> dict[tuple[str, str], dict[str, Any]]:
     objs, _ = cluster.list(kind)
-    return {
-        (str(o["metadata"].get("namespace") or ""), o["metadata"]["name"]): comparable(o) for o in objs
-    }
+    return {(str(o["metadata"].get("namespace") or ""), o["metadata"]["name"]): comparable(o) for o in objs}
