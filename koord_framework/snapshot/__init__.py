@@ -1,8 +1,8 @@
 """``koord snapshot``: a live cluster dumped, page by page, into manifests every ``--cluster`` command reads.
 
 ``kinds`` names what is dumped, ``clean`` strips what the API server manages, ``anonymize`` hashes what
-identifies people and things, ``writer`` writes the directory atomically, ``source`` lists a real API server in
-pages and ``run`` puts them together with progress on stderr. See docs/snapshot.md.
+identifies people and things, ``writer`` writes the directory atomically, ``source`` lists a real API server
+in pages and ``run`` puts them together with progress on stderr. See docs/snapshot.md.
 """
 
 from koord_framework.snapshot.anonymize import Anonymizer

@@ -1,10 +1,11 @@
 """``--anonymize``: names, namespaces, identifying label/annotation values and images as stable hashes.
 
 One function hashes every identifying string: ``word(s)`` is ``x`` and the first 16 hex digits of
-SHA-256(salt, s). Because a node name, the ``kubernetes.io/hostname`` label that repeats it, a PodGroup name and
-the gang label naming it, a namespace and the ElasticQuota named after it all go through the same function, every
-equality between them survives: references stay consistent without a table of who refers to whom. The output is
-a valid DNS-1123 label and label value, so the snapshot still loads. Same input and salt, same output.
+SHA-256(salt, s). Because a node name, the ``kubernetes.io/hostname`` label that repeats it, a PodGroup name
+and the gang label naming it, a namespace and the ElasticQuota named after it all go through the same
+function, every equality between them survives: references stay consistent without a table of who refers to
+whom. The output is a valid DNS-1123 label and label value, so the snapshot still loads. Same input and salt,
+same output.
 
 Kept as they are, because they carry meaning rather than identity:
 
@@ -13,7 +14,8 @@ Kept as they are, because they carry meaning rather than identity:
   JSON naming objects (``JSON_NAMING``: the names inside are hashed); ``kubernetes.io/os``/``arch``; empty
   values;
 * Kubernetes' and Koordinator's own namespaces and priority classes (``KEPT_NAMES``: ``default``,
-  ``kube-system``, ``koordinator-system``, ``koord-prod``...), and the components' ConfigMaps (names and data);
+  ``kube-system``, ``koordinator-system``, ``koord-prod``...), and the components' ConfigMaps (names and
+  data);
 * quantities, numbers, QoS classes, scheduler names, timestamps, uids, container names, NUMA zone names.
 
 Dropped, because they identify and no ``--cluster`` command reads them: container ``command``/``args``/
@@ -344,9 +346,9 @@ class Anonymizer:
                     self.pod_template(value)
                 elif key in ("selector", "labelSelector", "namespaceSelector", "podSelector"):
                     data[key] = self.selector(value)
-                elif key in ("nodeName", "node") and isinstance(value, str):
-                    data[key] = self.word(value)
-                elif key in ("name", "namespace") and isinstance(value, str) and _is_ref(field):
+                elif isinstance(value, str) and (
+                    key in ("nodeName", "node") or (key in ("name", "namespace") and _is_ref(field))
+                ):
                     data[key] = self.word(value)
                 else:
                     self._refs(value, key)

@@ -2,11 +2,12 @@
 
 Removed from every object's ``metadata``: ``managedFields`` (server-side apply bookkeeping, often half the
 size of an object), ``resourceVersion`` (the loader's cluster numbers its own objects; a stale version would
-only make the first update conflict), ``selfLink`` and the ``kubectl.kubernetes.io/last-applied-configuration``
-annotation (a second copy of the object as last applied). Everything else is kept as the API server returned
-it: ``uid`` (ownerReferences name their owner's uid), ``creationTimestamp`` (pod age decides eviction order),
-``generation``, ``ownerReferences``, ``finalizers``, ``deletionTimestamp``, ``spec`` and ``status``.
-List items come without ``apiVersion``/``kind``: they are filled in from where the list was served.
+only make the first update conflict), ``selfLink`` and the
+``kubectl.kubernetes.io/last-applied-configuration`` annotation (a second copy of the object as last
+applied). Everything else is kept as the API server returned it: ``uid`` (ownerReferences name their owner's
+uid), ``creationTimestamp`` (pod age decides eviction order), ``generation``, ``ownerReferences``,
+``finalizers``, ``deletionTimestamp``, ``spec`` and ``status``. List items come without
+``apiVersion``/``kind``: they are filled in from where the list was served.
 """
 
 from __future__ import annotations

@@ -30,6 +30,7 @@ CONFIG_MAPS: tuple[str, ...] = (
     "koord-descheduler-config",
     "slo-controller-config",
 )
-"""The components' ConfigMaps, read by name from ``--config-namespace`` (Koordinator's ``koordinator-system``)."""
+"""The components' ConfigMaps, read by name from ``--config-namespace`` (default Koordinator's
+``koordinator-system``)."""
 
 DEFAULT_CONFIG_NAMESPACE = "koordinator-system"

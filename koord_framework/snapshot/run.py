@@ -18,7 +18,7 @@ from koord_framework.snapshot.anonymize import Anonymizer
 from koord_framework.snapshot.clean import clean_object
 from koord_framework.snapshot.kinds import CONFIG_MAPS, DEFAULT_CONFIG_NAMESPACE, SNAPSHOT_KINDS
 from koord_framework.snapshot.source import SnapshotSource
-from koord_framework.snapshot.writer import KindFile, SnapshotWriter
+from koord_framework.snapshot.writer import SnapshotWriter
 
 __all__ = ["Progress", "SnapshotOptions", "SnapshotResult", "take_snapshot"]
 

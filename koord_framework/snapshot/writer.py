@@ -76,9 +76,8 @@ class SnapshotWriter:
     def __init__(self, directory: str | Path, *, force: bool = False) -> None:
         self.final = Path(directory)
         self.partial = self.final.with_name(self.final.name + ".partial")
-        if self.final.exists() and not force:
-            if not self.final.is_dir() or any(self.final.iterdir()):
-                raise KoordError(f"-o {self.final}: already exists (give --force to replace it)")
+        if self.final.exists() and not force and (not self.final.is_dir() or any(self.final.iterdir())):
+            raise KoordError(f"-o {self.final}: already exists (give --force to replace it)")
         if self.partial.exists():
             if not (self.partial / PARTIAL_MARKER).exists():
                 raise KoordError(

@@ -3,9 +3,9 @@
 It answers what a client of the kube adapter's transport asks while reading: ``/version``, discovery
 (``/api/v1``, ``/apis/<group>/<version>``), paged lists (``limit``/``continue``, as the real server pages:
 a continue token per page, ``metadata.resourceVersion`` on the list) over all namespaces or one, and gets by
-name, all as JSON. Objects come from ``objects(kind)`` (an embedded cluster's, or generated on the fly), served
-sorted by namespace and name without ``apiVersion``/``kind`` on list items. Tests can forbid kinds (403, as
-RBAC would), hide them (not served: no CRD), expire continue tokens (410) or stop answering.
+name, all as JSON. Objects come from ``objects(kind)`` (an embedded cluster's, or generated on the fly),
+served sorted by namespace and name without ``apiVersion``/``kind`` on list items. Tests can forbid kinds
+(403, as RBAC would), hide them (not served: no CRD), expire continue tokens (410) or stop answering.
 
     with FakeApiServer.from_cluster(cluster) as server:
         kubeconfig = server.write_kubeconfig(tmp_path / "kubeconfig")
@@ -70,7 +70,7 @@ class FakeApiServer:
             def log_message(self, format: str, *args: Any) -> None:
                 return
 
-            def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            def do_GET(self) -> None:
                 if server.down:
                     self.close_connection = True
                     return

@@ -322,7 +322,7 @@ def test_a_large_cluster_streams_without_holding_it(tmp_path: Path) -> None:
         tracemalloc.reset_peak()
         base = tracemalloc.get_traced_memory()[0]
         take_snapshot(
-            _GeneratedSource(pods),  # type: ignore[arg-type]
+            _GeneratedSource(pods),
             SnapshotWriter(tmp_path / "snap"),
             KindRegistry.builtin(),
             SnapshotOptions(kinds=("Pod",), config_maps=(), page_size=100),
@@ -339,7 +339,7 @@ def test_expired_list_starts_the_kind_again_without_duplicates(tmp_path: Path) -
     source = _GeneratedSource(1000)
     source.expire_at = 600
     take_snapshot(
-        source,  # type: ignore[arg-type]
+        source,
         SnapshotWriter(tmp_path / "snap"),
         KindRegistry.builtin(),
         SnapshotOptions(kinds=("Pod",), config_maps=(), page_size=200),
