@@ -28,7 +28,7 @@ Obj = dict[str, Any]
 
 
 class Generated(Sequence[Obj]):
-    """``count`` objects made by ``make(i)`` when asked for, already in the server's (namespace, name) order."""
+    """``count`` objects made by ``make(i)`` when asked for, in the order the server lists them."""
 
     def __init__(self, count: int, make: Callable[[int], Obj]) -> None:
         self.count, self.make = count, make

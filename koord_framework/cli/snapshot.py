@@ -58,6 +58,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--page-size", type=int, default=500, metavar="N", help="objects per list request (default 500)"
     )
+    parser.add_argument(
+        "--qps", type=float, default=50.0, help="requests per second to the API server (burst: twice as many)"
+    )
     parser.add_argument("--request-timeout", type=float, default=30.0, metavar="SECONDS")
     parser.add_argument(
         "--quiet", "-q", action="store_true", help="no progress lines (problems are still said)"
@@ -73,12 +76,19 @@ def run(args: argparse.Namespace) -> int:
 
     if args.page_size < 1:
         return _error(EXIT_BAD_INPUT, f"--page-size {args.page_size}: must be at least 1")
+    if args.qps <= 0:
+        return _error(EXIT_BAD_INPUT, f"--qps {args.qps}: must be above 0")
     if args.salt and not args.anonymize:
         return _error(EXIT_BAD_INPUT, "--salt needs --anonymize")
     kinds = KindRegistry.discover()
     try:
         source = KubeSource.from_kubeconfig(
-            args.kubeconfig, kinds, context=args.context, request_timeout=args.request_timeout
+            args.kubeconfig,
+            kinds,
+            context=args.context,
+            request_timeout=args.request_timeout,
+            qps=args.qps,
+            burst=max(1, int(2 * args.qps)),
         )
     except ClusterError as err:
         return _error(EXIT_BAD_INPUT, str(err))
