@@ -26,7 +26,7 @@ import sys
 from koord_framework.errors import ClusterError, KoordError
 
 EXIT_OK, EXIT_PARTIAL, EXIT_BAD_INPUT, EXIT_FAILED = 0, 1, 2, 3
-SUMMARY = "dump a live cluster into manifests every --cluster command reads (streamed; --anonymize)"
+SUMMARY = "dump a live cluster into manifests every --cluster command reads"
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
