@@ -75,6 +75,9 @@ COMMANDS: dict[str, Command] = {
         "koord_framework.cli.runtimeproxy",
         "CRI proxy in front of containerd calling the koordlet's runtime hooks (koord-runtime-proxy)",
     ),
+    "snapshot": Command(
+        "koord_framework.cli.snapshot", "dump a live cluster into manifests every --cluster command reads"
+    ),
     "completion": Command("koord_framework.cli.completion", "print a bash or zsh completion script"),
 }
 """Subcommand -> (registering module, summary), in the order ``koord --help`` lists them."""

@@ -35,6 +35,7 @@ from koord_framework.errors import ClusterError, KubeClientMissingError, NotFoun
 
 try:
     import urllib3
+    import yaml
     from kubernetes import client as k8s_client
     from kubernetes import config as k8s_config
 except ImportError as _missing:  # the optional extra koord-framework[kube] (docs/adr/0006)
@@ -149,7 +150,8 @@ class Transport:
                     client_configuration=configuration,
                     persist_config=False,
                 )
-            except (k8s_config.ConfigException, OSError) as err:
+            except (k8s_config.ConfigException, OSError, ValueError, yaml.YAMLError) as err:
+                # A file that is not YAML (or not a kubeconfig's shape) is bad input, not a crash.
                 raise ClusterError(f"kubeconfig {kubeconfig or '(default)'}: {err}") from err
         # Must be set before the pool is built: each binder thread needs its own connection.
         configuration.connection_pool_maxsize = max_connections
