@@ -7,8 +7,8 @@
 Each configuration (a KubeSchedulerConfiguration, bare or in Koordinator's ConfigMap) schedules the pending
 pods of the manifests (``--cluster``, files or folders, repeatable; a ``koord snapshot`` directory) on its own
 copy of the cluster, on a virtual clock starting at ``--now`` (default: the newest NodeMetric ``updateTime``).
-``--workload FILE`` adds pods arriving over time (JSON Lines, see docs/compare.md); ``--scale N`` submits every
-bound pod N more times as new pending pods. ``--deschedule-rounds K`` then runs K descheduling rounds
+``--workload FILE`` adds pods arriving over time (JSON Lines, see docs/compare.md); ``--scale N`` submits
+every bound pod N more times as new pending pods. ``--deschedule-rounds K`` then runs K descheduling rounds
 (``--descheduler-config``, default Koordinator's koord-descheduler-config) with the same scheduler placing the
 evicted pods' replacements. Pods naming a scheduler another compared configuration serves are handed to a
 configuration with a single profile, so configurations whose profiles have different names compete for the
@@ -17,8 +17,8 @@ same pods.
 The report puts side by side: pods placed and unschedulable (by reason), node utilisation (requested, and
 estimated usage as LoadAware estimates it) as distributions, CPU and memory fragmentation, LoadAware
 threshold violations, ElasticQuota runtime vs used, gang outcomes, evictions and their reasons, and each
-run's time. ``--output json`` prints the versioned report (schema in docs/compare.md); ``--html FILE`` writes a
-self-contained page with plots (needs matplotlib: pip install 'koord-framework[report]').
+run's time. ``--output json`` prints the versioned report (schema in docs/compare.md); ``--html FILE`` writes
+a self-contained page with plots (needs matplotlib: pip install 'koord-framework[report]').
 
 Every input is checked before the first run: a configuration, workload file or descheduler configuration
 that cannot be used is reported with its file and field, and nothing runs.

@@ -93,7 +93,7 @@ def _histograms(report: dict[str, Any]) -> str:
             xs = [b + 1 + j * width for b in bins]
             ax.bar(xs, dist["histogram"]["counts"], width, align="edge", label=r["label"])
         ax.set_title(f"{what} {res} %", fontsize=9)
-        ax.set_xticks(list(range(0, 101, 20)) + [110], [*map(str, range(0, 101, 20)), "100+"], fontsize=7)
+        ax.set_xticks([*range(0, 101, 20), 110], [*map(str, range(0, 101, 20)), "100+"], fontsize=7)
         ax.set_xlabel("utilisation % (10-point bins)", fontsize=7)
     axes[0][0].set_ylabel("nodes")
     axes[0][0].legend(fontsize=7)

@@ -74,7 +74,7 @@ class NodeRow:
 def go_percent(used: int, allocatable: int) -> int:
     """LoadAware's ``math.Round(used / allocatable * 100)``: halves away from zero."""
     value = float(used) / float(allocatable) * 100
-    return int(math.floor(value + 0.5)) if value >= 0 else -int(math.floor(-value + 0.5))
+    return math.floor(value + 0.5) if value >= 0 else -math.floor(-value + 0.5)
 
 
 def _quantile(ordered: Sequence[float], q: float) -> float:

@@ -17,7 +17,7 @@ import copy
 import gc
 import statistics
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -248,7 +248,7 @@ def run_profile(
             "simulatedUntil": format_time(clock.now()),
         },
     }
-    columns = {
+    columns: dict[str, list[Any]] = {
         "names": [r.name for r in rows],
         "requestedCpuPercent": [_r(r.requested_percent(CPU)) for r in rows],
         "requestedMemoryPercent": [_r(r.requested_percent(MEMORY)) for r in rows],

@@ -351,7 +351,7 @@ class NodeUsageEstimate:
     allocatable: Mapping[str, int]
     """What the plugin divides by (LoadAware: allocatable, amplified if the node is)."""
     thresholds: Mapping[str, int] = field(default_factory=dict)
-    """Usage thresholds in percent that a non-prod pod is filtered against; a resource absent is not checked."""
+    """Usage thresholds (percent) a non-prod pod is filtered against; a resource absent is not checked."""
     expired: bool = False
     """The node's metric is older than the plugin accepts."""
 

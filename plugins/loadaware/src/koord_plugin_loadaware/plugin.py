@@ -626,8 +626,9 @@ class LoadAwareScheduling(
         }
 
     def estimate_node_usage(self, node: NodeInfo) -> NodeUsageEstimate | None:
-        """The usage a non-prod pod's Filter starts from (reported usage plus the estimates of pods not reported
-        yet; the percentile one when aggregated filtering is on), and the thresholds it is held to."""
+        """The usage a non-prod pod's Filter starts from (reported usage plus the estimates of pods not
+        reported yet; the percentile one when aggregated filtering is on), and the thresholds it is held to.
+        """
         with self._lock:
             load = self.cache.get(node.name)
             metric = load.metric if load is not None else None
