@@ -61,7 +61,9 @@ def _bars(report: dict[str, Any]) -> str:
     runs = report["runs"]
     measures = (("placed", "placed"), ("unschedulable", "unschedulable"), ("evictions", "evictions"))
     phases = [p for p in PHASES if any(p[0] in r["phases"] for r in runs)]
-    fig, axes = plt.subplots(1, len(measures), figsize=(4.2 * len(measures), 3.4), squeeze=False)
+    fig, axes = plt.subplots(
+        1, len(measures), figsize=(4.2 * len(measures), 3.4), squeeze=False, layout="constrained"
+    )
     width = 0.8 / max(len(phases), 1)
     for ax, (key, title) in zip(axes[0], measures):
         for j, (phase, name) in enumerate(phases):
@@ -73,7 +75,6 @@ def _bars(report: dict[str, Any]) -> str:
         ax.set_title(title)
         ax.margins(y=0.15)
     axes[0][0].legend(fontsize=7)
-    fig.suptitle("pods before and after, per run")
     return _svg(fig)
 
 
@@ -82,7 +83,9 @@ def _histograms(report: dict[str, Any]) -> str:
 
     runs = report["runs"]
     panels = [("requested", "cpu"), ("requested", "memory"), ("estimated", "cpu"), ("estimated", "memory")]
-    fig, axes = plt.subplots(1, len(panels), figsize=(3.4 * len(panels), 3.0), squeeze=False, sharey=True)
+    fig, axes = plt.subplots(
+        1, len(panels), figsize=(3.4 * len(panels), 3.0), squeeze=False, sharey=True, layout="constrained"
+    )
     width = 8.0 / max(len(runs), 1)
     for ax, (what, res) in zip(axes[0], panels):
         for j, r in enumerate(runs):
@@ -97,7 +100,6 @@ def _histograms(report: dict[str, Any]) -> str:
         ax.set_xlabel("utilisation % (10-point bins)", fontsize=7)
     axes[0][0].set_ylabel("nodes")
     axes[0][0].legend(fontsize=7)
-    fig.suptitle("node utilisation distribution")
     return _svg(fig)
 
 
@@ -120,6 +122,7 @@ def _heat(report: dict[str, Any]) -> str:
         len(strips),
         figsize=(3.2 * len(strips), 0.6 + 0.22 * rows_per * len(runs) + 0.5 * len(runs)),
         squeeze=False,
+        layout="constrained",
     )
     image = None
     for i, r in enumerate(runs):
@@ -141,8 +144,17 @@ def _heat(report: dict[str, Any]) -> str:
             ax.set_title(f"{r['label']}: {title}", fontsize=8)
     if image is not None:
         fig.colorbar(image, ax=axes, shrink=0.8, label="%")
-    fig.suptitle(f"per-node heat strips ({cols} nodes a row, sorted by name; blank: no measure)")
     return _svg(fig)
+
+
+def _heat_caption(report: dict[str, Any]) -> str:
+    n = max((len(r["nodes"]["names"]) for r in report["runs"]), default=0)
+    cols = min(HEAT_COLUMNS, max(n, 1))
+    return (
+        f"<p class='meta'>One cell per node, {cols} nodes a row, sorted by name (the same place in every"
+        " run);"
+        " green is idle, red is full; a blank cell has no measure (no NodeMetric).</p>"
+    )
 
 
 def _e(value: Any) -> str:
@@ -183,9 +195,12 @@ def render(report: dict[str, Any]) -> str:
         "<h2>Summary</h2>",
         _table(["", *(r["label"] for r in runs)], [[name, *values] for name, values in _rows(report)]),
         "<h2>Placed, unschedulable, evictions</h2>",
+        "<p class='meta'>Per run: before anything ran (snapshot), after scheduling, after descheduling.</p>",
         f"<div class='plot' id='bars'>{_bars(report)}</div>",
         "<h2>Node utilisation</h2>",
         f"<div class='plot' id='histograms'>{_histograms(report)}</div>",
+        "<h3>Utilisation per node</h3>",
+        _heat_caption(report),
         f"<div class='plot' id='heat'>{_heat(report)}</div>",
     ]
     for r in runs:
