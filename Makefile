@@ -74,6 +74,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/runtime_proxy.py
 	$(BIN)/python -m bench.manager_webhook
 	$(BIN)/python -m bench.runtimehooks
+	$(BIN)/python -m bench.compare --check
 	$(if $(KUBE_E2E),$(MAKE) bench-kube)
 
 # Regenerate the committed gRPC modules of the runtime hook API (RuntimeHookService) from its .proto.
