@@ -58,7 +58,9 @@ def write_cluster(folder: Path, nodes: int, per_node: int, pending: int) -> None
         }
         for i in range(nodes)
     ]
-    (folder / "00-nodes.json").write_text(json.dumps({"apiVersion": "v1", "kind": "NodeList", "items": node_items}))
+    (folder / "00-nodes.json").write_text(
+        json.dumps({"apiVersion": "v1", "kind": "NodeList", "items": node_items})
+    )
     metrics = []
     with (folder / "10-pods-bound.json").open("w") as out:
         pods = []
@@ -68,7 +70,11 @@ def write_cluster(folder: Path, nodes: int, per_node: int, pending: int) -> None
                 name = f"p-{i}-{j}"
                 pods.append(_pod(name, f"node-{i}", "1", "2Gi", "LS" if j % 2 else "BE"))
                 usage.append(
-                    {"namespace": "default", "name": name, "podUsage": {"resources": {"cpu": "500m", "memory": "1Gi"}}}
+                    {
+                        "namespace": "default",
+                        "name": name,
+                        "podUsage": {"resources": {"cpu": "500m", "memory": "1Gi"}},
+                    }
                 )
             # Load varies by node so that LoadAware has something to choose between.
             cpu = 10 + (i * 7) % 40
@@ -89,7 +95,9 @@ def write_cluster(folder: Path, nodes: int, per_node: int, pending: int) -> None
                 }
             )
         json.dump({"apiVersion": "v1", "kind": "PodList", "items": pods}, out)
-    (folder / "20-nodemetrics.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": metrics}))
+    (folder / "20-nodemetrics.json").write_text(
+        json.dumps({"apiVersion": "v1", "kind": "List", "items": metrics})
+    )
     pending_items = [_pod(f"new-{k}", None, "2", "4Gi", "LS") for k in range(pending)]
     (folder / "30-pods-pending.json").write_text(
         json.dumps({"apiVersion": "v1", "kind": "PodList", "items": pending_items})
@@ -143,7 +151,9 @@ def main(argv: list[str]) -> int:
         print(f"compare: {_line(cmp_run)}", file=sys.stderr)
     report = json.loads(cmp_run["stdout"]) if cmp_run["stdout"].strip() else {}
     placed = [r["pods"]["placed"] for r in report.get("runs", [])]
-    simulated = [json.loads(r["stdout"])["summary"]["scheduled"] if r["stdout"].strip() else None for r in runs]
+    simulated = [
+        json.loads(r["stdout"])["summary"]["scheduled"] if r["stdout"].strip() else None for r in runs
+    ]
     two = {
         "wallSeconds": round(sum(r["wallSeconds"] for r in runs), 2),
         "cpuSeconds": round(sum(r["cpuSeconds"] for r in runs), 2),
