@@ -43,6 +43,7 @@ STEPS: tuple[Step, ...] = (
     Step("runtime-proxy", ("bench/runtime_proxy.py",)),
     Step("manager-webhook", ("-m", "bench.manager_webhook")),
     Step("runtimehooks", ("-m", "bench.runtimehooks")),
+    Step("compare", ("-m", "bench.compare", "--check")),
 )
 """In the order ``make bench`` runs them; a new benchmark is one line here."""
 

@@ -50,6 +50,9 @@ COMMANDS: dict[str, Command] = {
     "simulate": Command(
         "koord_framework.cli.simulate", "schedule the pending pods of a cluster described by manifests"
     ),
+    "compare": Command(
+        "koord_framework.cli.compare", "run scheduler configurations on the same snapshot and compare them"
+    ),
     "deschedule": Command(
         "koord_framework.cli.deschedule", "run descheduling cycles on a cluster described by manifests"
     ),

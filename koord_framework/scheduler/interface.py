@@ -349,6 +349,29 @@ class ReportingPlugin(abc.ABC):
     def report(self, explain: bool) -> list[dict[str, Any]]: ...
 
 
+@dataclass(frozen=True)
+class NodeUsageEstimate:
+    """A node's usage as a usage-aware plugin sees it (LoadAware: the NodeMetric's usage plus the estimates of
+    the pods it has not reported yet), in raw units (milli-CPU, bytes)."""
+
+    used: Mapping[str, int]
+    allocatable: Mapping[str, int]
+    """What the plugin divides by (LoadAware: allocatable, amplified if the node is)."""
+    thresholds: Mapping[str, int] = field(default_factory=dict)
+    """Usage thresholds (percent) a non-prod pod is filtered against; a resource absent is not checked."""
+    expired: bool = False
+    """The node's metric is older than the plugin accepts."""
+
+
+class UsageEstimatingPlugin(abc.ABC):
+    """A plugin that estimates node usage (LoadAware). Not an extension point: ``koord compare`` asks it once
+    per node after a run, to report estimated utilisation and threshold violations side by side."""
+
+    @abc.abstractmethod
+    def estimate_node_usage(self, node: NodeInfo) -> NodeUsageEstimate | None:
+        """The node's estimated usage now; None when the plugin knows no usage for it (no metric)."""
+
+
 class PreFilterExtensions(abc.ABC):
     """Incremental PreFilter-state updates for preemption what-ifs (a pod added to or removed from a node)."""
 
@@ -667,6 +690,7 @@ __all__ = [
     "NodeScore",
     "NodeTable",
     "NodeToStatusReader",
+    "NodeUsageEstimate",
     "PermitPlugin",
     "PointSpec",
     "PostBindPlugin",
@@ -687,6 +711,7 @@ __all__ = [
     "ScorePlugin",
     "SnapshotView",
     "Status",
+    "UsageEstimatingPlugin",
     "VectorFilter",
     "VectorFilterStatuses",
     "VectorNormalize",

@@ -18,7 +18,9 @@ DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 # Not runnable as shown: a synopsis or placeholder, a real cluster, or a write into the checkout.
 NOT_RUNNABLE = re.compile(
     r"\[|\.\.\.|\b[A-Z][A-Z_]{2,}\b|--kubeconfig|my-cluster|manifests/|MyPlugin|plugins/myplugin|"
-    r"koord-scheduler-config\.yaml|^koord (scheduler|descheduler)\b|plugins new|completion"
+    r"koord-scheduler-config\.yaml|^koord (scheduler|descheduler)\b|plugins new|completion|"
+    # The how-to's snapshot of the reader's own cluster (docs/howto/test-a-profile-change.md).
+    r"prod-snap"
 )
 
 
@@ -90,6 +92,14 @@ def test_documented_command_produces_meaningful_output(doc: str, command: str) -
         assert "eviction(s)" in out or '"rounds"' in out
         evicted = re.search(r"^(\d+) eviction\(s\)", out, re.M)
         assert (evicted and int(evicted.group(1)) > 0) or "Explain:" in out, out
+    elif what == "compare":
+        if "json" in argv:
+            data = json.loads(out)
+            assert data["kind"] == "KoordCompare" and len(data["runs"]) == argv.count("--config")
+            assert all(r["pods"]["placed"] > 0 for r in data["runs"])
+        else:
+            placed = next(line for line in out.splitlines() if line.startswith("placed "))
+            assert all(int(n) > 0 for n in placed.split()[1:]), out
     elif what == "koordlet":
         assert "measured:" in out
     elif what == "profile":

@@ -21,3 +21,5 @@ fi
 etcd --version | head -1
 # containerd, runc and busybox-static for the runtime-proxy e2e (tests/e2e/test_runtime_proxy.py).
 bash "$(dirname "$0")/setup_containerd.sh"
+# chromium and chromedriver for the HTML report of `koord compare` (tests/e2e/test_compare_report.py).
+bash "$(dirname "$0")/setup_chromium.sh"

@@ -340,3 +340,26 @@ def test_pods_of_one_shape_share_their_estimate() -> None:
     assert daemon.daemonset and daemon.estimated == a.estimated
     batch = incoming(make_pod("e", cpu="2", memory="2Gi", priority=5500))
     assert not batch.prod and batch is not a
+
+
+def test_estimated_node_usage_is_what_filter_starts_from() -> None:
+    """``koord compare`` reads each node's estimate (UsageEstimatingPlugin): the NodeMetric's usage plus the
+    estimate of every pod placed since, and the thresholds a non-prod pod is held to."""
+    h = harness(
+        {},
+        make_node("hot", cpu="32", memory="64Gi"),
+        make_node("cool", cpu="32", memory="64Gi"),
+        make_node("bare", cpu="32", memory="64Gi"),
+        make_node_metric("hot", cpu="24", memory="16Gi"),
+        make_node_metric("cool", cpu="8", memory="16Gi"),
+    )
+    assert h.schedule_one(make_pod("web", cpu="2", memory="2Gi", priority=9000)).node == "cool"
+    p = plugin(h)
+    cool = p.estimate_node_usage(h.node_info("cool"))
+    assert cool is not None and not cool.expired
+    assert cool.used == {"cpu": 8000 + 1700, "memory": 16 * 2**30 + 1503238554}
+    assert cool.allocatable == {"cpu": 32000, "memory": 64 * 2**30}
+    assert cool.thresholds == {"cpu": 65, "memory": 95}
+    hot = p.estimate_node_usage(h.node_info("hot"))
+    assert hot is not None and hot.used["cpu"] == 24000
+    assert p.estimate_node_usage(h.node_info("bare")) is None  # no NodeMetric: nothing to estimate from

@@ -30,11 +30,13 @@ from koord_framework.scheduler.interface import (
     EnqueueExtensions,
     FilterPlugin,
     Handle,
+    NodeUsageEstimate,
     PreFilterPlugin,
     PreFilterResult,
     ReservePlugin,
     SchedulerPlugin,
     ScorePlugin,
+    UsageEstimatingPlugin,
     VectorFilter,
     VectorFilterStatuses,
     VectorScore,
@@ -129,6 +131,7 @@ class LoadAwareScheduling(
     VectorScore,
     ReservePlugin,
     EnqueueExtensions,
+    UsageEstimatingPlugin,
 ):
     """Koordinator's LoadAwareScheduling: Filter and Score by node usage from NodeMetric plus estimates."""
 
@@ -621,6 +624,31 @@ class LoadAwareScheduling(
             "nodeMetricAgeSeconds": age,
             "estimatedPod": self.vectorizer.to_list(self.incoming(state, pod).estimated),
         }
+
+    def estimate_node_usage(self, node: NodeInfo) -> NodeUsageEstimate | None:
+        """The usage a non-prod pod's Filter starts from (reported usage plus the estimates of pods not
+        reported yet; the percentile one when aggregated filtering is on), and the thresholds it is held to.
+        """
+        with self._lock:
+            load = self.cache.get(node.name)
+            metric = load.metric if load is not None else None
+            if load is None or metric is None or not metric.has_info:
+                return None
+            view, profile = self._node_view(node.node)
+            if profile.aggregated is not None:
+                used = load.existing_estimate(False, profile.agg_type, profile.agg_window_ns)
+                thresholds = profile.aggregated
+            else:
+                used = load.existing_estimate(False)
+                thresholds = profile.usage
+            expired = self._expired(metric, self.handle.clock.now())
+        names = self.vectorizer.names
+        return NodeUsageEstimate(
+            used=dict(zip(names, used or [0] * len(names))),
+            allocatable=dict(zip(names, view.alloc)),
+            thresholds={n: t for n, t in zip(names, thresholds) if t},
+            expired=expired,
+        )
 
     def node_load(self, node_name: str) -> NodeLoad | None:
         """The assign-cache entry of a node (assigned pods, NodeMetric, running sums)."""
