@@ -19,6 +19,7 @@ from typing import Any, ClassVar, Final
 
 import numpy as np
 
+from koord_framework.explain.hooks import ExplainSection, NodeExplainer
 from koord_framework.api.objects import NodeRecord, PodInfo
 from koord_framework.api.qos import PriorityClass
 from koord_framework.plugin import PluginArgs
@@ -129,6 +130,7 @@ class LoadAwareScheduling(
     VectorScore,
     ReservePlugin,
     EnqueueExtensions,
+    NodeExplainer,
 ):
     """Koordinator's LoadAwareScheduling: Filter and Score by node usage from NodeMetric plus estimates."""
 
@@ -621,6 +623,12 @@ class LoadAwareScheduling(
             "nodeMetricAgeSeconds": age,
             "estimatedPod": self.vectorizer.to_list(self.incoming(state, pod).estimated),
         }
+
+    def explain_node(self, node_name: str) -> ExplainSection:
+        """``koord explain node``: usage plus estimates against the thresholds, the assigned pods."""
+        from koord_plugin_loadaware.explain import explain_node
+
+        return explain_node(self, node_name)
 
     def node_load(self, node_name: str) -> NodeLoad | None:
         """The assign-cache entry of a node (assigned pods, NodeMetric, running sums)."""
