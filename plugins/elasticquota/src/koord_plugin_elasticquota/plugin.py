@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final
 
+from koord_framework.explain.hooks import ExplainSection, QuotaExplainer
 from koord_framework.api.objects import PodInfo
 from koord_framework.api.resources import (
     add,
@@ -112,6 +113,7 @@ class ElasticQuota(
     EnqueueExtensions,
     ControllerProvider,
     ReportingPlugin,
+    QuotaExplainer,
 ):
     """Koordinator's ElasticQuota: quota admission in PreFilter, same-quota preemption in PostFilter."""
 
@@ -388,6 +390,12 @@ class ElasticQuota(
                 }
             )
         return quotas
+
+    def explain_quota(self, quota_name: str) -> ExplainSection | None:
+        """``koord explain quota``: the quota's tree and the water-filling rounds of its runtime."""
+        from koord_plugin_elasticquota.explain import explain_quota
+
+        return explain_quota(self, quota_name)
 
     # --- reporting -----------------------------------------------------------------------------------
     def record_event(self, pod: PodInfo, reason: str, message: str) -> None:
