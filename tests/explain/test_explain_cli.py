@@ -158,7 +158,7 @@ def _args(what: str, target: str, **extra: Any) -> argparse.Namespace:
 
 @pytest.mark.parametrize(
     ("what", "target"),
-    [("pod", "shop/web-1"), ("pod", "training/llm-worker-0"), ("node", "numa-00"), ("quota", "team-a")],
+    [("pod", "shop/web-1"), ("pod", "training/llm-worker-0"), ("node", "numa-00"), ("quota", "shop")],
 )
 def test_a_live_cluster_is_only_read(capsys: pytest.CaptureFixture[str], what: str, target: str) -> None:
     """The pod is scheduled, reserved, permitted and pre-bound: on the copy; the port sees lists only."""
