@@ -40,7 +40,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "explain", help=SUMMARY, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     verbs = parser.add_subparsers(dest="what", metavar="WHAT", required=True)
-    pod = _verb(verbs, "pod", "NS/NAME", "one dry scheduling cycle: every node's verdict per plugin, the scores")
+    pod = _verb(
+        verbs, "pod", "NS/NAME", "one dry scheduling cycle: every node's verdict per plugin, the scores"
+    )
     pod.add_argument(
         "--nodes",
         type=int,
@@ -66,7 +68,9 @@ def _verb(
     p.add_argument("--config", metavar="FILE", help=f"scheduler configuration (default: {DEFAULT_CONFIG})")
     p.add_argument("--output", "-o", choices=("text", "json"), default="text")
     p.add_argument(
-        "--now", metavar="RFC3339", help="the virtual clock (default: the newest NodeMetric updateTime, else now)"
+        "--now",
+        metavar="RFC3339",
+        help="the virtual clock (default: the newest NodeMetric updateTime, else now)",
     )
     p.set_defaults(func=run)
     return p

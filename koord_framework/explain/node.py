@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from koord_framework.api.resources import format_resource_list
@@ -171,17 +172,22 @@ def _manager_sections(cluster: MemoryCluster, name: str) -> list[SectionResult]:
             lines.append(f"resources are reset ({', '.join(calc.resource_names)})")
             results.append(SectionResult(plugin_name, ExplainSection(title, lines, {"enabled": False})))
             continue
-        if isinstance(calc, NodeResourceExplainer):
-            explainer = calc
-            result = _ask(plugin_name, lambda: explainer.explain_resources(strategy, node, pods, metrics))
-        else:
-            result = _ask(plugin_name, lambda c=calc: _items_section(title, c, strategy, node, pods, metrics))
+        result = _ask(plugin_name, partial(_calculator_section, title, calc, strategy, node, pods, metrics))
         if result is not None:
             if result.section is not None:
                 result.section.title = result.section.title or title
                 result.section.lines += [f"slo-controller-config: {p}" for p in problems]
             results.append(result)
     return results
+
+
+def _calculator_section(
+    title: str, calc: NodeResourcePlugin[Any], strategy: Any, node: Any, pods: Any, metrics: ResourceMetrics
+) -> ExplainSection:
+    """The calculator's own section when it has the hook, else the items ``calculate`` returns."""
+    if isinstance(calc, NodeResourceExplainer):
+        return calc.explain_resources(strategy, node, pods, metrics)
+    return _items_section(title, calc, strategy, node, pods, metrics)
 
 
 def _items_section(
@@ -192,7 +198,9 @@ def _items_section(
     for item in items:
         value = "reset" if item.reset else str(item.quantity)
         lines.append(f"{item.name}: {value}" + (f"  ({item.message})" if item.message else ""))
-        data.append({"name": item.name, "quantity": item.quantity, "reset": item.reset, "message": item.message})
+        data.append(
+            {"name": item.name, "quantity": item.quantity, "reset": item.reset, "message": item.message}
+        )
     return ExplainSection(title, lines, {"items": data})
 
 
@@ -211,7 +219,8 @@ def explain_quota(cluster: MemoryCluster, config: LoadedSchedulerConfig, name: s
         explainers = [(n, p) for n, p in _plugins(sched) if isinstance(p, QuotaExplainer)]
         if not explainers:
             raise KoordError(
-                "no plugin of the scheduler configuration explains quotas (enable ElasticQuota in the profile)"
+                "no plugin of the scheduler configuration explains quotas"
+                " (enable ElasticQuota in the profile)"
             )
         for plugin_name, plugin in explainers:
             assert isinstance(plugin, QuotaExplainer)

@@ -259,7 +259,9 @@ def _explanation(
         if s is not None and not s.is_success:
             verdicts.append(NodeVerdict(ni.name, False, s.plugin, s.code.label, s.message or s.code.label))
         elif ni.name in totals or ni.name in scores or cycle.node == ni.name:
-            verdict = NodeVerdict(ni.name, True, scores=dict(scores.get(ni.name, {})), total=totals.get(ni.name))
+            verdict = NodeVerdict(
+                ni.name, True, scores=dict(scores.get(ni.name, {})), total=totals.get(ni.name)
+            )
             verdicts.append(verdict)
         else:  # not reached: the cycle ended before scoring (an error, or a PreScore rejection)
             verdicts.append(NodeVerdict(ni.name, True))

@@ -51,7 +51,9 @@ def render_pod(ex: PodExplanation, *, top: int = 10, focus: str | None = None) -
         + (", ".join(f"{s['name']} x{s['weight']}" for s in ex.score_plugins) or "-")
     )
     feasible = ex.feasible()
-    lines.append(f"nodes: {len(ex.nodes)}, {len(feasible)} feasible, {len(ex.nodes) - len(feasible)} rejected")
+    lines.append(
+        f"nodes: {len(ex.nodes)}, {len(feasible)} feasible, {len(ex.nodes) - len(feasible)} rejected"
+    )
     if focus is not None:
         lines += _focus(ex, focus)
     else:
@@ -60,11 +62,17 @@ def render_pod(ex: PodExplanation, *, top: int = 10, focus: str | None = None) -
             lines.append("rejected:")
             width = max(len(str(g["count"])) for g in groups)
             for g in groups:
-                lines.append(f"  {g['count']:>{width}} x {g['plugin'] or '-'}: {g['reason']}  [{_names(g['nodes'])}]")
+                lines.append(
+                    f"  {g['count']:>{width}} x {g['plugin'] or '-'}: {g['reason']}  [{_names(g['nodes'])}]"
+                )
         if feasible:
             lines.append(f"feasible, best first (at most {top} lines; --nodes N for more):")
             lines += _feasible_lines(feasible, top)
-    lines.append(f"result: {ex.status}" + (f" on {ex.node}" if ex.node else "") + (f": {ex.message}" if ex.message else ""))
+    lines.append(
+        f"result: {ex.status}"
+        + (f" on {ex.node}" if ex.node else "")
+        + (f": {ex.message}" if ex.message else "")
+    )
     if ex.tied_with:
         lines.append(
             f"  tied with {_names(ex.tied_with)}: the scheduler picks one of the best at random (--seed)"

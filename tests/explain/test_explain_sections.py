@@ -50,7 +50,10 @@ def test_loadaware_and_batch_resource_numbers(capsys: pytest.CaptureFixture[str]
     n = batch["numbers"]
     assert batch["policy"]["cpu"] == "usage" and batch["thresholdPercent"]["cpu"] is None
     expected = (
-        n["capacity"]["cpu"] - n["safetyMargin"]["cpu"] - n["systemUsedOrReserved"]["cpu"] - n["hpUsed"]["cpu"]
+        n["capacity"]["cpu"]
+        - n["safetyMargin"]["cpu"]
+        - n["systemUsedOrReserved"]["cpu"]
+        - n["hpUsed"]["cpu"]
     )
     assert batch["result"]["kubernetes.io/batch-cpu"]["quantity"] == max(expected, 0)
 
@@ -64,9 +67,7 @@ def test_devices(capsys: pytest.CaptureFixture[str]) -> None:
     assert rdma["vfs"] == {"total": 2, "free": 2}
 
 
-def test_reservations_and_allocations_after_a_run(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
+def test_reservations_and_allocations_after_a_run(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     """On the state ``koord simulate --write-state`` leaves: reservations placed, devices and cpusets held."""
     from koord_framework.cli.common import shipped_config
 

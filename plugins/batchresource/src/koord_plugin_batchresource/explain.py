@@ -44,7 +44,8 @@ def explain_resources(
             "memory": strategy.batch_memory_threshold_percent,
         },
         "result": {
-            name: {"quantity": i.quantity, "reset": i.reset, "message": i.message} for name, i in results.items()
+            name: {"quantity": i.quantity, "reset": i.reset, "message": i.message}
+            for name, i in results.items()
         },
     }
     lines = [

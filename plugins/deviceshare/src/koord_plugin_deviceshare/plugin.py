@@ -31,9 +31,9 @@ from typing import Any, ClassVar, Final
 
 import numpy as np
 
-from koord_framework.explain.hooks import ExplainSection, NodeExplainer
 from koord_framework.api.objects import PodInfo
 from koord_framework.cluster.events import BAD_ANNOTATIONS
+from koord_framework.explain.hooks import ExplainSection, NodeExplainer
 from koord_framework.plugin import PluginArgs
 from koord_framework.scheduler.constant_arrays import all_pass
 from koord_framework.scheduler.cycle_state import CycleState

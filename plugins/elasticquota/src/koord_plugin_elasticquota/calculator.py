@@ -141,12 +141,22 @@ class QuotaTree:
                 else:
                     surplus += node.runtime - node.request
                     node.runtime = node.request
-                step[node.name] = {"weight": node.shared_weight, "share": delta, "runtime": node.runtime,
-                                   "request": node.request, "satisfied": capped}
+                step[node.name] = {
+                    "weight": node.shared_weight,
+                    "share": delta,
+                    "runtime": node.runtime,
+                    "request": node.request,
+                    "satisfied": capped,
+                }
             if record is not None:
                 record.append(
-                    {"round": len(record), "total": total, "weightSum": weight_sum, "nodes": step,
-                     "surplus": surplus}
+                    {
+                        "round": len(record),
+                        "total": total,
+                        "weightSum": weight_sum,
+                        "nodes": step,
+                        "surplus": surplus,
+                    }
                 )
             if surplus <= 0 or not still:
                 return

@@ -16,7 +16,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final
 
-from koord_framework.explain.hooks import ExplainSection, QuotaExplainer
 from koord_framework.api.objects import PodInfo
 from koord_framework.api.resources import (
     add,
@@ -28,6 +27,7 @@ from koord_framework.api.resources import (
 )
 from koord_framework.cluster.port import EventRecord
 from koord_framework.errors import ClusterError, ConflictError
+from koord_framework.explain.hooks import ExplainSection, QuotaExplainer
 from koord_framework.plugin import PluginArgs
 from koord_framework.scheduler.cycle_state import CycleState
 from koord_framework.scheduler.interface import (

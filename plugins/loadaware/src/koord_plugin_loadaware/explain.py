@@ -46,7 +46,9 @@ def explain_node(plugin: LoadAwareScheduling, node_name: str) -> ExplainSection:
     data: dict[str, Any] = {"allocatable": allocatable, "thresholds": thresholds}
     if aggregated:
         data["aggregation"] = {"type": profile.agg_type, "windowSeconds": profile.agg_window_ns / 1e9}
-        lines.append(f"thresholds on aggregated usage {profile.agg_type} over {profile.agg_window_ns / 1e9:g}s")
+        lines.append(
+            f"thresholds on aggregated usage {profile.agg_type} over {profile.agg_window_ns / 1e9:g}s"
+        )
     if metric is None:
         lines.append("no NodeMetric: Filter passes the node and Score gives it 0")
         data["nodeMetric"] = None
@@ -86,10 +88,10 @@ def explain_node(plugin: LoadAwareScheduling, node_name: str) -> ExplainSection:
     pods = []
     reported = metric.pod_usages if metric is not None else {}
     for pod in sorted(assigned, key=lambda p: p.key):
-        estimate = (
-            dict(zip(names, pod.estimated, strict=True)) if pod.estimated is not None else None
+        estimate = dict(zip(names, pod.estimated, strict=True)) if pod.estimated is not None else None
+        pods.append(
+            {"pod": pod.key, "estimated": estimate, "reported": pod.key in reported, "prod": pod.prod}
         )
-        pods.append({"pod": pod.key, "estimated": estimate, "reported": pod.key in reported, "prod": pod.prod})
     data["assignedPods"] = pods
     if pods:
         lines.append(f"assigned pods ({len(pods)}): estimate, and whether the NodeMetric reports the pod")

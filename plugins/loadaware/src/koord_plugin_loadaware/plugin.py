@@ -19,9 +19,9 @@ from typing import Any, ClassVar, Final
 
 import numpy as np
 
-from koord_framework.explain.hooks import ExplainSection, NodeExplainer
 from koord_framework.api.objects import NodeRecord, PodInfo
 from koord_framework.api.qos import PriorityClass
+from koord_framework.explain.hooks import ExplainSection, NodeExplainer
 from koord_framework.plugin import PluginArgs
 from koord_framework.scheduler.constant_arrays import all_pass
 from koord_framework.scheduler.cycle_state import CycleState

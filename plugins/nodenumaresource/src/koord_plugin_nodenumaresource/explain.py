@@ -20,7 +20,9 @@ def explain_node(plugin: NodeNUMAResource, node_name: str) -> ExplainSection:
     options = plugin.topologies.get(node_name)
     topology = options.cpu_topology
     if topology is None:
-        return ExplainSection(TITLE, ["no NodeResourceTopology: no cpuset or NUMA allocation on this node"], {})
+        return ExplainSection(
+            TITLE, ["no NodeResourceTopology: no cpuset or NUMA allocation on this node"], {}
+        )
     if options.error or not topology.is_valid:
         reason = options.error or "the CPU topology is not valid"
         return ExplainSection(TITLE, [f"NodeResourceTopology unusable: {reason}"], {"error": reason})
@@ -33,7 +35,8 @@ def explain_node(plugin: NodeNUMAResource, node_name: str) -> ExplainSection:
     lines = [
         f"{topology.num_cpus} CPUs, {topology.num_cores} cores, {topology.num_nodes} NUMA nodes,"
         f" {topology.num_sockets} sockets; reserved CPUs: {format_cpuset(options.reserved_cpus) or '-'};"
-        f" kubelet CPU manager policy {policy or '-'}; NUMA topology policy {options.numa_topology_policy or 'None'}"
+        f" kubelet CPU manager policy {policy or '-'};"
+        f" NUMA topology policy {options.numa_topology_policy or 'None'}"
     ]
     zones: list[dict[str, Any]] = []
     for zone in sorted({info.node for info in topology.details.values()}):
@@ -41,17 +44,27 @@ def explain_node(plugin: NodeNUMAResource, node_name: str) -> ExplainSection:
         zone_free = sorted(free & set(in_zone))
         resources = format_resource_list(dict(available.get(zone, {})))
         zones.append(
-            {"numaNode": zone, "cpus": len(in_zone), "freeCPUs": format_cpuset(zone_free),
-             "freeCount": len(zone_free), "freeResources": resources}
+            {
+                "numaNode": zone,
+                "cpus": len(in_zone),
+                "freeCPUs": format_cpuset(zone_free),
+                "freeCount": len(zone_free),
+                "freeResources": resources,
+            }
         )
         res = ", ".join(f"{k}={v}" for k, v in resources.items()) or "-"
         lines.append(
-            f"NUMA node {zone}: {len(zone_free)}/{len(in_zone)} CPUs free ({format_cpuset(zone_free) or '-'});"
+            f"NUMA node {zone}: {len(zone_free)}/{len(in_zone)} CPUs free"
+            f" ({format_cpuset(zone_free) or '-'});"
             f" free resources {res}"
         )
     holders = [
-        {"pod": f"{a.namespace}/{a.name}", "cpuset": format_cpuset(a.cpuset), "numaNodes": a.numa_nodes,
-         "exclusivePolicy": a.exclusive_policy}
+        {
+            "pod": f"{a.namespace}/{a.name}",
+            "cpuset": format_cpuset(a.cpuset),
+            "numaNodes": a.numa_nodes,
+            "exclusivePolicy": a.exclusive_policy,
+        }
         for a in pods
     ]
     for h in holders:

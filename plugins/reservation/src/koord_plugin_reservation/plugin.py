@@ -25,10 +25,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from koord_framework.explain.hooks import ExplainSection, NodeExplainer
 from koord_framework.api.objects import PodInfo
 from koord_framework.api.resources import format_resource_list
 from koord_framework.errors import ClusterError
+from koord_framework.explain.hooks import ExplainSection, NodeExplainer
 from koord_framework.plugin import PluginArgs
 from koord_framework.scheduler.cycle_state import CycleState
 
