@@ -94,7 +94,7 @@ def explain_node(cluster: MemoryCluster, config: LoadedSchedulerConfig, name: st
         out.sections.append(SectionResult("scheduler", _node_summary(sched, name)))
         for plugin_name, plugin in _plugins(sched):
             if isinstance(plugin, NodeExplainer):
-                result = _ask(plugin_name, lambda p=plugin: p.explain_node(name))
+                result = _ask(plugin_name, partial(plugin.explain_node, name))
                 if result is not None:
                     out.sections.append(result)
     finally:
@@ -224,7 +224,7 @@ def explain_quota(cluster: MemoryCluster, config: LoadedSchedulerConfig, name: s
             )
         for plugin_name, plugin in explainers:
             assert isinstance(plugin, QuotaExplainer)
-            result = _ask(plugin_name, lambda p=plugin: p.explain_quota(name))
+            result = _ask(plugin_name, partial(plugin.explain_quota, name))
             if result is not None:
                 out.sections.append(result)
     finally:

@@ -40,14 +40,15 @@ def explain_node(plugin: DeviceShare, node_name: str) -> ExplainSection:
                 vfs = [vf.bus_id for group in info.vf_groups for vf in group.vfs]
                 busy = used_vfs.get(info.minor, set())
                 free_vfs = [bus for bus in vfs if bus not in busy]
-                entry = {
+                pods = sorted(holders.get(info.minor, []))
+                entry: dict[str, Any] = {
                     "type": device_type,
                     "minor": info.minor,
                     "uuid": info.uuid,
                     "healthy": info.health,
                     "free": free,
                     "total": total,
-                    "pods": sorted(holders.get(info.minor, [])),
+                    "pods": pods,
                 }
                 if vfs:
                     entry["vfs"] = {"total": len(vfs), "free": len(free_vfs)}
@@ -56,7 +57,7 @@ def explain_node(plugin: DeviceShare, node_name: str) -> ExplainSection:
                 line += f" of {_res(total)}"
                 if vfs:
                     line += f"; VFs {len(free_vfs)}/{len(vfs)} free"
-                if entry["pods"]:
-                    line += f"; held by {', '.join(entry['pods'])}"
+                if pods:
+                    line += f"; held by {', '.join(pods)}"
                 lines.append(line)
     return ExplainSection(TITLE, lines, {"devices": devices})

@@ -65,7 +65,7 @@ def explain_node(plugin: LoadAwareScheduling, node_name: str) -> ExplainSection:
         used = existing[i] if existing is not None else None
         threshold = thresholds.get(name)
         pct = _pct(used, allocatable[name]) if used is not None else None
-        over = pct is not None and bool(threshold) and pct > threshold
+        over = pct is not None and threshold is not None and threshold > 0 and pct > threshold
         row: dict[str, Any] = {
             "resource": name,
             "allocatable": allocatable[name],
@@ -85,7 +85,7 @@ def explain_node(plugin: LoadAwareScheduling, node_name: str) -> ExplainSection:
         rows.append(row)
         lines.append(text)
     data["resources"] = rows
-    pods = []
+    pods: list[dict[str, Any]] = []
     reported = metric.pod_usages if metric is not None else {}
     for pod in sorted(assigned, key=lambda p: p.key):
         estimate = dict(zip(names, pod.estimated, strict=True)) if pod.estimated is not None else None
