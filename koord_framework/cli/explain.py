@@ -100,11 +100,16 @@ def _open(args: argparse.Namespace, port: ClusterPort | None) -> MemoryCluster:
         if now is None:
             now = newest_metric_time(args.cluster)
         return from_manifests(args.cluster, now)
-    if port is None:
-        from koord_framework.cluster.kube import KubeCluster
+    at = now if now is not None else time.time()
+    if port is not None:
+        return read_only_copy(port, at)
+    from koord_framework.cluster.kube import KubeCluster
 
-        port = KubeCluster.from_kubeconfig(args.kubeconfig, component="koord-explain")
-    return read_only_copy(port, now if now is not None else time.time())
+    live = KubeCluster.from_kubeconfig(args.kubeconfig, component="koord-explain")
+    try:
+        return read_only_copy(live, at)
+    finally:
+        live.close()
 
 
 def _config(args: argparse.Namespace) -> Any:
