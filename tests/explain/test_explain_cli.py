@@ -168,3 +168,26 @@ def test_a_live_cluster_is_only_read(capsys: pytest.CaptureFixture[str], what: s
     assert cli.run(_args(what, target), port=port) == 0
     assert port.reads > 0 and live.resource_version == before
     assert json.loads(capsys.readouterr().out)
+
+
+def test_a_thousand_nodes_read_compactly() -> None:
+    """1,000 nodes, half of them full: one line for the 500 rejected, at most ``--nodes`` score lines."""
+    from bench import workloads as wl
+    from koord_framework.cli.common import shipped_config
+    from koord_framework.cluster.clock import VirtualClock, parse_time
+    from koord_framework.explain.pod import explain_pod
+    from koord_framework.explain.render import render_pod
+
+    cluster = MemoryCluster(VirtualClock(parse_time(wl.NOW)), seed=0)
+    for obj in wl.basic_nodes(1000):
+        cluster.create(obj)
+    for i in range(500):  # 3 of the 4 CPUs of every even node taken
+        cluster.create(wl.pod(f"big-{i}", {"cpu": "3", "memory": "1Gi"}, node_name=f"node-{2 * i}"))
+    cluster.create(wl.pod("web", {"cpu": "2", "memory": "1Gi"}, scheduler_name="koord-scheduler"))
+    ex = explain_pod(cluster, shipped_config("scheduler", "test"), "default/web")
+    assert ex.status == "Scheduled" and ex.node is not None and int(ex.node.split("-")[1]) % 2 == 1
+    groups = ex.groups()
+    assert [(g["plugin"], g["count"]) for g in groups] == [("NodeResourcesFit", 500)]
+    text = render_pod(ex, top=5)
+    assert len(text.splitlines()) <= 25
+    assert "500 x NodeResourcesFit: Insufficient cpu" in text
