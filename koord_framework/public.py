@@ -32,6 +32,7 @@ PUBLIC_MODULES: dict[str, str] = {
     "koord_framework.config.common": "args building blocks: Duration, LabelSelector, ConfigModel",
     "koord_framework.testing.**": "the testing kit: builders, harnesses, conformance (tests)",
     "koord_framework.docs.**": "README checks and args tables (a plugin's own tests)",
+    "koord_framework.explain.hooks": "ExplainSection, the koord explain hooks plugins implement",
     # --- scheduler ---
     "koord_framework.scheduler.interface": "extension points, Handle, SnapshotView, vector forms",
     "koord_framework.scheduler.status": "Status, Code, score bounds",

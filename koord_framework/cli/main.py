@@ -56,6 +56,9 @@ COMMANDS: dict[str, Command] = {
     "deschedule": Command(
         "koord_framework.cli.deschedule", "run descheduling cycles on a cluster described by manifests"
     ),
+    "explain": Command(
+        "koord_framework.cli.explain", "explain one pod's scheduling, what plugins see on a node, a quota"
+    ),
     "koordlet": Command(
         "koord_framework.cli.koordlet",
         "run the node agent (QoS strategies, metrics, NodeMetric report) for one node",

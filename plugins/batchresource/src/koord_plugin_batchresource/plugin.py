@@ -26,6 +26,7 @@ from koord_framework.api.qos import (
 )
 from koord_framework.api.resources import BATCH_CPU, BATCH_MEMORY, parse_resource_list
 from koord_framework.cluster.clock import parse_time
+from koord_framework.explain.hooks import ExplainSection, NodeResourceExplainer
 from koord_framework.koordlet.cpuset import parse_cpuset
 from koord_framework.manager.noderesource import (
     ColocationStrategy,
@@ -232,7 +233,7 @@ class PodRecords:
                 self._by_node.pop(node, None)
 
 
-class BatchResource(NodeResourcePlugin[BatchResourceArgs]):
+class BatchResource(NodeResourcePlugin[BatchResourceArgs], NodeResourceExplainer):
     """Batch-cpu and batch-memory of a node from its NodeMetric and its pods."""
 
     name = "BatchResource"
@@ -242,6 +243,18 @@ class BatchResource(NodeResourcePlugin[BatchResourceArgs]):
     def __init__(self, args: BatchResourceArgs | Mapping[str, Any] | None = None) -> None:
         super().__init__(args)
         self.records = PodRecords()
+
+    def explain_resources(
+        self,
+        strategy: ColocationStrategy,
+        node: Mapping[str, Any],
+        pods: Sequence[Mapping[str, Any]],
+        metrics: ResourceMetrics,
+    ) -> ExplainSection:
+        """``koord explain node``: the formula with this node's numbers."""
+        from koord_plugin_batchresource.explain import explain_resources
+
+        return explain_resources(self, strategy, node, pods, metrics)
 
     def degraded(self, strategy: ColocationStrategy, metrics: ResourceMetrics) -> bool:
         """A NodeMetric missing, without ``updateTime`` or older than ``degradeTimeMinutes``."""

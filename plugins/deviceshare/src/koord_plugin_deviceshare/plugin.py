@@ -33,6 +33,7 @@ import numpy as np
 
 from koord_framework.api.objects import PodInfo
 from koord_framework.cluster.events import BAD_ANNOTATIONS
+from koord_framework.explain.hooks import ExplainSection, NodeExplainer
 from koord_framework.plugin import PluginArgs
 from koord_framework.scheduler.constant_arrays import all_pass
 from koord_framework.scheduler.cycle_state import CycleState
@@ -186,6 +187,7 @@ class DeviceShare(
     ReservationPreBindPlugin,
     ReservationScorePlugin,
     NUMATopologyHintProvider,
+    NodeExplainer,
 ):
     """Koordinator's DeviceShare: GPU/RDMA/FPGA allocation with sharing, VFs, joint allocation, partitions."""
 
@@ -278,6 +280,12 @@ class DeviceShare(
 
     def _on_node_update(self, _old: Mapping[str, Any], obj: Mapping[str, Any]) -> None:
         self._on_node(obj)
+
+    def explain_node(self, node_name: str) -> ExplainSection:
+        """``koord explain node``: free devices (minors, gpu-core/memory, VFs) and who holds them."""
+        from koord_plugin_deviceshare.explain import explain_node
+
+        return explain_node(self, node_name)
 
     def _node_device(self, name: str) -> NodeDevice:
         nd = self.nodes.get(name)

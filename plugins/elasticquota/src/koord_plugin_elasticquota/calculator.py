@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from koord_plugin_elasticquota.quota_info import QuotaInfo
@@ -93,42 +93,71 @@ class QuotaTree:
     def erase(self, name: str) -> None:
         self.nodes.pop(name, None)
 
-    def redistribution(self, total: int) -> None:
+    def redistribution(self, total: int, record: list[dict[str, Any]] | None = None) -> None:
         """Set every node's runtime for a parent total of ``total``.
 
         Runtime is not capped by ``total``: mins are honoured even when they add up to more (min scaling is
-        what keeps them within the total, when enabled)."""
+        what keeps them within the total, when enabled). With ``record``, each step is appended to it
+        (``koord explain quota``): round 0 the floors, then one entry per water-filling round."""
         remaining = total
         adjust: list[QuotaNode] = []
         weight_sum = 0
+        floors: dict[str, dict[str, Any]] = {}
         for node in self.nodes.values():
             floor = max(node.min, node.guarantee)
             if node.request > floor:
                 adjust.append(node)
                 weight_sum += node.shared_weight
                 node.runtime = floor
+                why = "max(min, guaranteed): requests more, shares the rest"
             elif node.allow_lent:
                 node.runtime = node.request
+                why = "request: asks no more than its min and lends the rest"
             else:
                 node.runtime = floor
+                why = "max(min, guaranteed): does not lend (allowLentResource false)"
             remaining -= node.runtime
+            floors[node.name] = {"runtime": node.runtime, "request": node.request, "why": why}
+        if record is not None:
+            record.append({"round": 0, "total": total, "nodes": floors, "remaining": remaining})
         if remaining > 0:
-            self._iterate(remaining, weight_sum, adjust)
+            self._iterate(remaining, weight_sum, adjust, record)
 
-    def _iterate(self, total: int, weight_sum: int, nodes: list[QuotaNode]) -> None:
+    def _iterate(
+        self, total: int, weight_sum: int, nodes: list[QuotaNode], record: list[dict[str, Any]] | None = None
+    ) -> None:
         while weight_sum > 0 and total > 0 and nodes:
             deltas = hamilton_split(total, [(n.name, n.shared_weight) for n in nodes])
             still: list[QuotaNode] = []
             surplus = 0
             still_weight = 0
+            step: dict[str, dict[str, Any]] = {}
             for node, delta in zip(nodes, deltas, strict=True):
                 node.runtime += delta
-                if node.runtime < node.request:
+                capped = node.runtime >= node.request
+                if not capped:
                     still.append(node)
                     still_weight += node.shared_weight
                 else:
                     surplus += node.runtime - node.request
                     node.runtime = node.request
+                step[node.name] = {
+                    "weight": node.shared_weight,
+                    "share": delta,
+                    "runtime": node.runtime,
+                    "request": node.request,
+                    "satisfied": capped,
+                }
+            if record is not None:
+                record.append(
+                    {
+                        "round": len(record),
+                        "total": total,
+                        "weightSum": weight_sum,
+                        "nodes": step,
+                        "surplus": surplus,
+                    }
+                )
             if surplus <= 0 or not still:
                 return
             total, weight_sum, nodes = surplus, still_weight, still

@@ -27,6 +27,7 @@ from koord_framework.api.resources import (
 )
 from koord_framework.cluster.port import EventRecord
 from koord_framework.errors import ClusterError, ConflictError
+from koord_framework.explain.hooks import ExplainSection, QuotaExplainer
 from koord_framework.plugin import PluginArgs
 from koord_framework.scheduler.cycle_state import CycleState
 from koord_framework.scheduler.interface import (
@@ -112,6 +113,7 @@ class ElasticQuota(
     EnqueueExtensions,
     ControllerProvider,
     ReportingPlugin,
+    QuotaExplainer,
 ):
     """Koordinator's ElasticQuota: quota admission in PreFilter, same-quota preemption in PostFilter."""
 
@@ -388,6 +390,12 @@ class ElasticQuota(
                 }
             )
         return quotas
+
+    def explain_quota(self, quota_name: str) -> ExplainSection | None:
+        """``koord explain quota``: the quota's tree and the water-filling rounds of its runtime."""
+        from koord_plugin_elasticquota.explain import explain_quota
+
+        return explain_quota(self, quota_name)
 
     # --- reporting -----------------------------------------------------------------------------------
     def record_event(self, pod: PodInfo, reason: str, message: str) -> None:

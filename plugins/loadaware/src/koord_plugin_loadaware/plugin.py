@@ -21,6 +21,7 @@ import numpy as np
 
 from koord_framework.api.objects import NodeRecord, PodInfo
 from koord_framework.api.qos import PriorityClass
+from koord_framework.explain.hooks import ExplainSection, NodeExplainer
 from koord_framework.plugin import PluginArgs
 from koord_framework.scheduler.constant_arrays import all_pass
 from koord_framework.scheduler.cycle_state import CycleState
@@ -132,6 +133,7 @@ class LoadAwareScheduling(
     ReservePlugin,
     EnqueueExtensions,
     UsageEstimatingPlugin,
+    NodeExplainer,
 ):
     """Koordinator's LoadAwareScheduling: Filter and Score by node usage from NodeMetric plus estimates."""
 
@@ -649,6 +651,11 @@ class LoadAwareScheduling(
             thresholds={n: t for n, t in zip(names, thresholds) if t},
             expired=expired,
         )
+    def explain_node(self, node_name: str) -> ExplainSection:
+        """``koord explain node``: usage plus estimates against the thresholds, the assigned pods."""
+        from koord_plugin_loadaware.explain import explain_node
+
+        return explain_node(self, node_name)
 
     def node_load(self, node_name: str) -> NodeLoad | None:
         """The assign-cache entry of a node (assigned pods, NodeMetric, running sums)."""

@@ -31,6 +31,7 @@ from koord_framework.api.objects import NodeRecord, PodInfo
 from koord_framework.api.qos import PriorityClass, QoSClass, qos_class_raw
 from koord_framework.api.resources import add, is_zero
 from koord_framework.cluster.events import BAD_ANNOTATIONS
+from koord_framework.explain.hooks import ExplainSection, NodeExplainer
 from koord_framework.koordlet.cpuset import format_cpuset
 from koord_framework.plugin import PluginArgs
 from koord_framework.scheduler.constant_arrays import all_pass
@@ -244,6 +245,7 @@ class NodeNUMAResource(
     ReservationRestorePlugin,
     ReservationFilterPlugin,
     ReservationPreBindPlugin,
+    NodeExplainer,
 ):
     """Koordinator's NodeNUMAResource."""
 
@@ -388,6 +390,12 @@ class NodeNUMAResource(
         node = str((obj.get("status") or {}).get("nodeName") or "")
         if node:
             self.resources.release(node, str((obj.get("metadata") or {}).get("uid") or ""))
+
+    def explain_node(self, node_name: str) -> ExplainSection:
+        """``koord explain node``: free CPUs and NUMA resources per zone, the pods holding cpusets."""
+        from koord_plugin_nodenumaresource.explain import explain_node
+
+        return explain_node(self, node_name)
 
     def events_to_register(self) -> list[ClusterEvent]:
         return [

@@ -28,6 +28,7 @@ import numpy as np
 from koord_framework.api.objects import PodInfo
 from koord_framework.api.resources import format_resource_list
 from koord_framework.errors import ClusterError
+from koord_framework.explain.hooks import ExplainSection, NodeExplainer
 from koord_framework.plugin import PluginArgs
 from koord_framework.scheduler.cycle_state import CycleState
 
@@ -185,6 +186,7 @@ class Reservation(
     ReservationNominator,
     CycleExplainer,
     EnqueueExtensions,
+    NodeExplainer,
 ):
     """Reserve capacity with Reservation objects and hand it to their owners (see the module docstring)."""
 
@@ -891,6 +893,12 @@ class Reservation(
         return Status()
 
     # --- reports -----------------------------------------------------------------------------------
+    def explain_node(self, node_name: str) -> ExplainSection:
+        """``koord explain node``: the reservations on the node, what they hold and who owns them."""
+        from koord_plugin_reservation.explain import explain_node
+
+        return explain_node(self, node_name)
+
     def explain_cycle(self, state: CycleState, pod: PodInfo, node_name: str | None) -> list[str]:
         """Lines for ``--explain``: the reservation nominated on the chosen node and why others were not."""
         ps = pod_state(state)
