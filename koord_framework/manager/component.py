@@ -94,8 +94,10 @@ class ManagerComponent:
         self.config = SLOConfig()
         self.config_namespace = config_namespace
         self.informer = SharedInformer(cluster)
+        # Kinds the calculators read besides ours (the NodeResourceTopology for cpu normalization, ...).
+        self.plugin_kinds = sorted({k for p in plugins for k in p.watches} - set(KINDS))
         try:
-            for kind in KINDS:
+            for kind in (*KINDS, *self.plugin_kinds):
                 self.informer.ensure(kind)
         except BaseException:
             self.informer.stop()
@@ -145,6 +147,22 @@ class ManagerComponent:
         def owned(controller: Controller) -> Any:
             return lambda *objs: self._node(objs[-1], controller)
 
+        def plugin_event(kind: str) -> Any:
+            readers = [p for p in self.plugins if kind in p.watches]
+
+            def on_object(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> None:
+                obj = new if new is not None else old
+                if obj is not None and any(p.wants_event(kind, old, new) for p in readers):
+                    self._node(obj, self.noderesource)
+
+            return (
+                lambda obj: on_object(None, obj),
+                lambda old, new: on_object(old, new),
+                lambda obj: on_object(obj, None),
+            )
+
+        for kind in self.plugin_kinds:
+            self._remove.append(self.informer.add_handler(kind, *plugin_event(kind)))
         self._remove += [
             self.informer.add_handler("Node", on_node, on_node, on_node),
             self.informer.add_handler("ConfigMap", on_config, on_config, on_config),
