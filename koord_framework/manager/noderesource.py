@@ -103,9 +103,7 @@ class NodeResourcePlugin(Plugin[ArgsT], ExtensionPoint):
         """Called once by the controller before the first calculation (Koordinator's ``Setup``)."""
         self.context = context
 
-    def wants_event(
-        self, kind: str, old: Mapping[str, Any] | None, new: Mapping[str, Any] | None
-    ) -> bool:
+    def wants_event(self, kind: str, old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> bool:
         """Whether a change of a watched object (``old`` ``None``: created; ``new`` ``None``: deleted) must
         re-calculate its node. Default: any change."""
         return True

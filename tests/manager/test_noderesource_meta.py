@@ -115,17 +115,26 @@ def test_cpu_model_change_moves_the_ratio(cluster: MemoryCluster) -> None:
     cluster.create(config_map({"colocation-config": COLOCATION, "cpu-normalization-config": config}))
     assert annotations(sync(cluster))[NORMALIZATION] == "1.50"
     current = cluster.get("NodeResourceTopology", "n1")
-    assert CPUNormalization().wants_event("NodeResourceTopology", current, {**nrt("M2"), "metadata": {
-        **nrt("M2")["metadata"], "resourceVersion": "changed"}})
-    cluster.update({**current, "metadata": {**current["metadata"], "annotations": nrt("M2")["metadata"]["annotations"]}})
+    assert CPUNormalization().wants_event(
+        "NodeResourceTopology",
+        current,
+        {**nrt("M2"), "metadata": {**nrt("M2")["metadata"], "resourceVersion": "changed"}},
+    )
+    cluster.update(
+        {**current, "metadata": {**current["metadata"], "annotations": nrt("M2")["metadata"]["annotations"]}}
+    )
     assert annotations(sync(cluster))[NORMALIZATION] == "2.00"
 
 
 def test_colocation_off_removes_amplification_and_keeps_normalization(cluster: MemoryCluster) -> None:
-    cluster.create(config_map({"colocation-config": COLOCATION, "cpu-normalization-config": NORMALIZATION_CONFIG}))
+    cluster.create(
+        config_map({"colocation-config": COLOCATION, "cpu-normalization-config": NORMALIZATION_CONFIG})
+    )
     sync(cluster)
     assert AMPLIFICATION in annotations(sync(cluster))
-    cm = config_map({"colocation-config": {"enable": False}, "cpu-normalization-config": NORMALIZATION_CONFIG})
+    cm = config_map(
+        {"colocation-config": {"enable": False}, "cpu-normalization-config": NORMALIZATION_CONFIG}
+    )
     cluster.update({**cluster.get("ConfigMap", "slo-controller-config", NS), "data": cm["data"]})
     node = sync(cluster)
     assert AMPLIFICATION not in annotations(node)
@@ -134,7 +143,9 @@ def test_colocation_off_removes_amplification_and_keeps_normalization(cluster: M
 
 
 def test_a_failing_calculator_leaves_the_annotation_alone(cluster: MemoryCluster) -> None:
-    cluster.create(config_map({"colocation-config": COLOCATION, "cpu-normalization-config": NORMALIZATION_CONFIG}))
+    cluster.create(
+        config_map({"colocation-config": COLOCATION, "cpu-normalization-config": NORMALIZATION_CONFIG})
+    )
     assert annotations(sync(cluster))[NORMALIZATION] == "1.50"
     cluster.delete("NodeResourceTopology", "n1")
     node = sync(cluster)  # no NRT: CPUNormalization reports an error, the ratio stays

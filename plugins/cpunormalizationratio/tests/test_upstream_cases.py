@@ -52,7 +52,9 @@ def nrt(name: str = "test-node", info: str | None = None) -> dict[str, Any]:
 HT_TURBO = '{"cpuModel": "XXX", "hyperThreadEnabled": true, "turboEnabled": true}'
 
 
-def node(name: str = "test-node", labels: dict[str, str] | None = None, ratio: str | None = None) -> dict[str, Any]:
+def node(
+    name: str = "test-node", labels: dict[str, str] | None = None, ratio: str | None = None
+) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": name}
     if labels:
         meta["labels"] = labels
@@ -142,7 +144,9 @@ def test_calculate_failed_to_get_ratio() -> None:
 
 
 def test_calculate_failed_to_validate_ratio() -> None:
-    p = plugin({"enable": True, "ratioModel": {"XXX": {"hyperThreadTurboEnabledRatio": 10}}}, [nrt(info=HT_TURBO)])
+    p = plugin(
+        {"enable": True, "ratioModel": {"XXX": {"hyperThreadTurboEnabledRatio": 10}}}, [nrt(info=HT_TURBO)]
+    )
     with pytest.raises(ValueError, match=r"too big, cur\[10.0\] > max\[5.0\]"):
         run(p, node())
 
@@ -157,7 +161,11 @@ def test_calculate_node_strategy_over_disabled_cluster() -> None:
         "enable": False,
         "ratioModel": {"XXX": {k: 1.0 for k in XXX_RATIOS}},
         "nodeConfigs": [
-            {"nodeSelector": {"matchLabels": {"xxx": "yyy"}}, "enable": True, "ratioModel": {"XXX": XXX_RATIOS}}
+            {
+                "nodeSelector": {"matchLabels": {"xxx": "yyy"}},
+                "enable": True,
+                "ratioModel": {"XXX": XXX_RATIOS},
+            }
         ],
     }
     p = plugin(config, [nrt("test-node-1", HT_TURBO)])
@@ -178,8 +186,12 @@ def _info(ht: bool = False, turbo: bool = False, model: str = "CPU XXX") -> CPUB
     return CPUBasicInfo(cpu_model=model, hyper_thread_enabled=ht, turbo_enabled=turbo)
 
 
-def _strategy(models: dict[str, dict[str, float]] | None, default: float | None = None) -> CPUNormalizationStrategy:
-    return CPUNormalizationStrategy.model_validate({"enable": True, "defaultRatio": default, "ratioModel": models})
+def _strategy(
+    models: dict[str, dict[str, float]] | None, default: float | None = None
+) -> CPUNormalizationStrategy:
+    return CPUNormalizationStrategy.model_validate(
+        {"enable": True, "defaultRatio": default, "ratioModel": models}
+    )
 
 
 FULL = {"CPU XXX": XXX_RATIOS}
@@ -198,7 +210,9 @@ FULL = {"CPU XXX": XXX_RATIOS}
         (_info(), _strategy({"CPU XXX": {}}), None),  # missing base ratio
     ],
 )
-def test_ratio_from_model(info: CPUBasicInfo | None, strategy: CPUNormalizationStrategy, want: float | None) -> None:
+def test_ratio_from_model(
+    info: CPUBasicInfo | None, strategy: CPUNormalizationStrategy, want: float | None
+) -> None:
     if want is None:
         with pytest.raises(ValueError):
             ratio_from_model(info, strategy)
@@ -215,7 +229,9 @@ def test_ratio_from_model(info: CPUBasicInfo | None, strategy: CPUNormalizationS
         (_info(), _strategy({"CPU XXX": {}}, 2.2), 2.2),  # default ratio with an invalid model
     ],
 )
-def test_cpu_normalization_ratio(info: CPUBasicInfo | None, strategy: CPUNormalizationStrategy, want: float | None) -> None:
+def test_cpu_normalization_ratio(
+    info: CPUBasicInfo | None, strategy: CPUNormalizationStrategy, want: float | None
+) -> None:
     if want is None:
         with pytest.raises(ValueError):
             cpu_normalization_ratio(info, strategy)
@@ -255,7 +271,9 @@ def test_config_node_strategy_merged_over_cluster() -> None:
 
 
 def test_config_empty_selector_matches_every_node() -> None:
-    cfg = CPUNormalizationConfig.from_mapping({"enable": True, "nodeConfigs": [{"nodeSelector": {}, "enable": False}]})
+    cfg = CPUNormalizationConfig.from_mapping(
+        {"enable": True, "nodeConfigs": [{"nodeSelector": {}, "enable": False}]}
+    )
     assert cfg.strategy_for({"any": "node"}).enable is False
 
 
@@ -268,7 +286,7 @@ def test_bad_config_keeps_the_last_good_one() -> None:
     assert run(p, node()) == [{RATIO: "1.10"}]
 
 
-# --- noderesourcetopology_event_handler_test.go --------------------------------------------------------------
+# --- noderesourcetopology_event_handler_test.go ---------------------------------------------------------
 def _nrt(info: dict[str, Any] | str | None, version: str = "1") -> dict[str, Any]:
     obj = nrt(info=info if info is None or isinstance(info, str) else json.dumps(info))
     obj["metadata"]["resourceVersion"] = version

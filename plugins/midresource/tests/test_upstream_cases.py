@@ -93,7 +93,9 @@ def strategy(**fields: Any) -> ColocationStrategy:
 STATIC_10 = {"midStaticCPUReservedPercent": 10, "midStaticMemoryReservedPercent": 10}
 
 
-def calc(s: ColocationStrategy, m: dict[str, Any] | None, pods: list[dict[str, Any]] = PODS) -> list[ResourceItem]:
+def calc(
+    s: ColocationStrategy, m: dict[str, Any] | None, pods: list[dict[str, Any]] = PODS
+) -> list[ResourceItem]:
     return MidResource().calculate(s, node(), pods, ResourceMetrics(m, NOW))
 
 
@@ -113,12 +115,26 @@ def test_name() -> None:
     [
         # TestPluginNeedSync: "no need to sync for no mid resource changed"
         (
-            node({"kubernetes.io/batch-cpu": "50000", "kubernetes.io/batch-memory": "90G", MID_CPU: "20000", MID_MEMORY: "40G"}),
+            node(
+                {
+                    "kubernetes.io/batch-cpu": "50000",
+                    "kubernetes.io/batch-memory": "90G",
+                    MID_CPU: "20000",
+                    MID_MEMORY: "40G",
+                }
+            ),
             (False, ""),
         ),
         # "need to sync for mid resource changed"
         (
-            node({"kubernetes.io/batch-cpu": "40000", "kubernetes.io/batch-memory": "80G", MID_CPU: "10000", MID_MEMORY: "30G"}),
+            node(
+                {
+                    "kubernetes.io/batch-cpu": "40000",
+                    "kubernetes.io/batch-memory": "80G",
+                    MID_CPU: "10000",
+                    MID_MEMORY: "30G",
+                }
+            ),
             (True, "mid resource diff is big than threshold"),
         ),
     ],
@@ -139,7 +155,7 @@ def test_reset() -> None:
 def test_invalid_args_are_an_error() -> None:
     bad = node()
     del bad["status"]["allocatable"]
-    with pytest.raises(ValueError, match="test-node.*allocatable"):
+    with pytest.raises(ValueError, match=r"test-node.*allocatable"):
         MidResource().calculate(strategy(), bad, [], ResourceMetrics(metric(), NOW))
 
 
@@ -248,7 +264,8 @@ def test_calculate_where_node_metrics_is_invalid() -> None:
         calc(strategy(degradeTimeMinutes=10, **STATIC_10), m),
         0,
         0,
-        "midAllocatable[CPU(milli-core)]:0 = min(min(ProdReclaimable:20000, NodeUnused:0) + Unallocated:80000 * "
+        "midAllocatable[CPU(milli-core)]:0 = min(min(ProdReclaimable:20000, NodeUnused:0) + "
+        "Unallocated:80000 * "
         "midUnallocatedRatio:0, NodeCapacity:100000 * thresholdRatio:1)",
         "midAllocatable[Memory(GB)]:0 = min(min(ProdReclaimable:20, NodeUnused:0) + Unallocated:160 * "
         "midUnallocatedRatio:0, NodeCapacity:210 * thresholdRatio:1)",

@@ -42,7 +42,9 @@ def plugin(config: dict[str, Any]) -> ResourceAmplification:
 
 
 def run(config: dict[str, Any], n: dict[str, Any]) -> list[dict[str, str]]:
-    return [dict(i.annotations) for i in plugin(config).calculate(STRATEGY, n, [], ResourceMetrics(None, 0.0))]
+    return [
+        dict(i.annotations) for i in plugin(config).calculate(STRATEGY, n, [], ResourceMetrics(None, 0.0))
+    ]
 
 
 WITH = node({RATIO: '{"cpu":1.12}'})
@@ -87,7 +89,7 @@ def test_reset_is_empty() -> None:
 
 
 def test_bad_cpu_normalization_ratio_is_an_error() -> None:
-    with pytest.raises(ValueError, match="test-node.*cpu normalization ratio"):
+    with pytest.raises(ValueError, match=r"test-node.*cpu normalization ratio"):
         run({}, node({NORMALIZATION: "invalid"}))
 
 
@@ -144,7 +146,11 @@ def test_config_node_strategy_merged_over_cluster() -> None:
             "enable": True,
             "resourceAmplificationRatio": {"cpu": 1.5, "memory": 1.2},
             "nodeConfigs": [
-                {"name": "a", "nodeSelector": {"matchLabels": {"pool": "a"}}, "resourceAmplificationRatio": {"cpu": 2}},
+                {
+                    "name": "a",
+                    "nodeSelector": {"matchLabels": {"pool": "a"}},
+                    "resourceAmplificationRatio": {"cpu": 2},
+                },
                 {"name": "b", "nodeSelector": {"matchLabels": {"pool": "b"}}, "enable": False},
             ],
         }
@@ -154,7 +160,12 @@ def test_config_node_strategy_merged_over_cluster() -> None:
     assert cfg.strategy_for({"pool": "b"}).enable is False
     assert cfg.strategy_for({}) == cfg.cluster
     assert run(
-        {"enable": True, "nodeConfigs": [{"nodeSelector": {"matchLabels": {"pool": "a"}}, "resourceAmplificationRatio": {"cpu": 2}}]},
+        {
+            "enable": True,
+            "nodeConfigs": [
+                {"nodeSelector": {"matchLabels": {"pool": "a"}}, "resourceAmplificationRatio": {"cpu": 2}}
+            ],
+        },
         node(labels={"pool": "a"}),
     ) == [{RATIO: '{"cpu":2.00}'}]
 

@@ -1,4 +1,5 @@
-"""Koordinator's CPUNormalization node-resource calculator (``node.koordinator.sh/cpu-normalization-ratio``)."""
+"""Koordinator's CPUNormalization node-resource calculator
+(``node.koordinator.sh/cpu-normalization-ratio``)."""
 
 from koord_plugin_cpunormalizationratio.config import (
     CPUBasicInfo,

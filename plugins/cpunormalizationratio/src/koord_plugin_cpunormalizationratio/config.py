@@ -1,5 +1,5 @@
-"""The ``cpu-normalization-config`` key of ``slo-controller-config`` (``configuration.CPUNormalizationCfg``) and
-the CPU basic info the koordlet reports on the NodeResourceTopology (``extension.CPUBasicInfo``).
+"""The ``cpu-normalization-config`` key of ``slo-controller-config`` (``configuration.CPUNormalizationCfg``)
+and the CPU basic info the koordlet reports on the NodeResourceTopology (``extension.CPUBasicInfo``).
 
     {"enable": true, "defaultRatio": 1.2,
      "ratioModel": {"Intel(R) Xeon(R) Platinum XXX": {"baseRatio": 1.5, "hyperThreadEnabledRatio": 1.0,
@@ -17,8 +17,8 @@ no node, an empty one every node), else the cluster strategy.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -104,7 +104,9 @@ class CPUNormalizationConfig:
         for i, raw in enumerate(data.get("nodeConfigs") or ()):
             node = _NodeConfig.model_validate(raw)
             selector = parse_label_selector(node.node_selector, f"nodeConfigs[{i}].nodeSelector")
-            strategy = CPUNormalizationStrategy.model_validate(node.model_dump(exclude={"name", "node_selector"}))
+            strategy = CPUNormalizationStrategy.model_validate(
+                node.model_dump(exclude={"name", "node_selector"})
+            )
             nodes.append((selector, merge(cluster, strategy)))
         return cls(cluster=cluster, nodes=tuple(nodes))
 

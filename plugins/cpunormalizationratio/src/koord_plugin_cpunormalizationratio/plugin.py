@@ -160,7 +160,9 @@ class CPUNormalization(NodeResourcePlugin[CPUNormalizationArgs]):
         """The parsed key; a key that does not parse keeps the last good config (as Koordinator's handler
         does) and is logged with the field."""
         if self.context is None:
-            raise ValueError("failed to get config in cpu normalization calculation, err: config is not available")
+            raise ValueError(
+                "failed to get config in cpu normalization calculation, err: config is not available"
+            )
         raw = self.context.slo_config(CONFIG_KEY)
         if raw != self._raw:
             try:
@@ -218,12 +220,15 @@ class CPUNormalization(NodeResourcePlugin[CPUNormalizationArgs]):
         assert self.context is not None  # config() checked it
         nrt = self.context.get(NRT_KIND, name)
         if nrt is None:
-            raise ValueError(f"node {name}: failed to get NodeResourceTopology in cpu normalization calculation")
+            raise ValueError(
+                f"node {name}: failed to get NodeResourceTopology in cpu normalization calculation"
+            )
         try:
             info = _info(nrt)
         except ValueError as exc:
             raise ValueError(
-                f"NodeResourceTopology {name}: failed to parse CPUBasicInfo in cpu normalization calculation, "
+                f"NodeResourceTopology {name}: failed to parse CPUBasicInfo in cpu normalization "
+                "calculation, "
                 f"err: {exc}"
             ) from exc
         if info is None:
@@ -234,12 +239,15 @@ class CPUNormalization(NodeResourcePlugin[CPUNormalizationArgs]):
         try:
             ratio = cpu_normalization_ratio(info, node_strategy)
         except ValueError as exc:
-            raise ValueError(f"node {name}: failed to get ratio in cpu normalization calculation, err: {exc}") from exc
+            raise ValueError(
+                f"node {name}: failed to get ratio in cpu normalization calculation, err: {exc}"
+            ) from exc
         try:
             _valid(ratio)
         except ValueError as exc:
             raise ValueError(
-                f"node {name}: failed to validate ratio in cpu normalization calculation, ratio {ratio}, err: {exc}"
+                f"node {name}: failed to validate ratio in cpu normalization calculation, ratio {ratio}, "
+                f"err: {exc}"
             ) from exc
         return [self._item(f"{ratio:.2f}")]
 

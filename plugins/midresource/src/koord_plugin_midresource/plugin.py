@@ -90,8 +90,9 @@ def _usage(entry: Mapping[str, Any] | None, key: str, where: str) -> Resources |
 
 
 def _node_reservation(node: Mapping[str, Any]) -> Resources:
-    """``GetNodeReservationFromAnnotation``: the ``node.koordinator.sh/reservation`` resources, ``reservedCPUs``
-    counted as whole CPUs. Koordinator logs a malformed annotation and ignores it; so does this."""
+    """``GetNodeReservationFromAnnotation``: the ``node.koordinator.sh/reservation`` resources,
+    ``reservedCPUs`` counted as whole CPUs. Koordinator logs a malformed annotation and ignores it;
+    so does this."""
     annotations = (node.get("metadata") or {}).get("annotations") or {}
     text = annotations.get(ANNOTATION_NODE_RESERVATION)
     if not text:
@@ -112,7 +113,9 @@ def _node_reservation(node: Mapping[str, Any]) -> Resources:
 
 def _max_lists(a: Mapping[str, int], b: Mapping[str, int]) -> dict[str, int]:
     """``quotav1.Max``: every key of either list, the larger value."""
-    return {k: max(a.get(k, 0), b.get(k, 0)) if k in a and k in b else a.get(k, b.get(k, 0)) for k in {*a, *b}}
+    return {
+        k: max(a.get(k, 0), b.get(k, 0)) if k in a and k in b else a.get(k, b.get(k, 0)) for k in {*a, *b}
+    }
 
 
 class MidResource(NodeResourcePlugin[MidResourceArgs]):
@@ -157,7 +160,9 @@ class MidResource(NodeResourcePlugin[MidResourceArgs]):
         if strategy.mid_reclaim_mode == STATIC:
             cpu, memory, cpu_msg, mem_msg = self._static(strategy, capacity)
         else:
-            cpu, memory, cpu_msg, mem_msg = self._by_policy(strategy, node, pods, metrics.node_metric, capacity)
+            cpu, memory, cpu_msg, mem_msg = self._by_policy(
+                strategy, node, pods, metrics.node_metric, capacity
+            )
         return [
             ResourceItem(MID_CPU, quantity=cpu, message=cpu_msg),
             ResourceItem(MID_MEMORY, quantity=memory, message=mem_msg),
@@ -200,7 +205,9 @@ class MidResource(NodeResourcePlugin[MidResourceArgs]):
         name = str((node.get("metadata") or {}).get("name") or "")
         where = f"NodeMetric {name}"
         m_status = node_metric.get("status") or {}
-        reclaimable = _usage(m_status.get("prodReclaimableMetric"), "resource", f"{where} prodReclaimableMetric")
+        reclaimable = _usage(
+            m_status.get("prodReclaimableMetric"), "resource", f"{where} prodReclaimableMetric"
+        )
         prod_reclaimable = reclaimable if reclaimable is not None else _cm({})
         info = m_status.get("nodeMetric")
         system_used = _usage(info, "systemUsage", f"{where} nodeMetric") or _cm({})
@@ -212,7 +219,9 @@ class MidResource(NodeResourcePlugin[MidResourceArgs]):
             used = _usage(app, "usage", f"{where} hostApplicationMetric") or _cm({})
             system_used = {k: system_used[k] + used[k] for k in (CPU, MEMORY)}
         allocatable = _cm(
-            parse_resource_list((node.get("status") or {}).get("allocatable") or {}, path=f"node {name}.status")
+            parse_resource_list(
+                (node.get("status") or {}).get("allocatable") or {}, path=f"node {name}.status"
+            )
         )
         kubelet_reserved = {k: max(capacity[k] - allocatable[k], 0) for k in (CPU, MEMORY)}
         node_reserved = _max_lists(kubelet_reserved, _node_reservation(node))
@@ -247,8 +256,8 @@ class MidResource(NodeResourcePlugin[MidResourceArgs]):
     def _unallocated(
         pods: Sequence[Mapping[str, Any]], capacity: Resources, node_reserved: Resources
     ) -> Resources:
-        """``getUnallocated``: ``max(capacity - nodeReserved - Running/Pending prod pods' requests, 0)``; a pod
-        neither mid, batch nor free counts as prod."""
+        """``getUnallocated``: ``max(capacity - nodeReserved - Running/Pending prod pods' requests, 0)``;
+        a pod neither mid, batch nor free counts as prod."""
         allocated = _cm({})
         for pod in pods:
             info = PodInfo.from_manifest(pod)

@@ -210,7 +210,9 @@ class ResourceAmplification(NodeResourcePlugin[ResourceAmplificationArgs]):
         ratios = self.ratios(node)
         if not ratios:
             return [ResourceItem(self.name)]  # no annotation: prepare_meta removes the node's
-        return [ResourceItem(self.name, annotations={ANNOTATION_NODE_AMPLIFICATION_RATIO: format_ratios(ratios)})]
+        return [
+            ResourceItem(self.name, annotations={ANNOTATION_NODE_AMPLIFICATION_RATIO: format_ratios(ratios)})
+        ]
 
     def prepare_meta(
         self, strategy: ColocationStrategy, node: dict[str, Any], annotations: Mapping[str, str]
@@ -226,8 +228,12 @@ class ResourceAmplification(NodeResourcePlugin[ResourceAmplificationArgs]):
         self, strategy: ColocationStrategy, old_node: Mapping[str, Any], new_node: Mapping[str, Any]
     ) -> tuple[bool, str]:
         """``NeedSyncMeta``: write when the annotation text appears, disappears or changes."""
-        old = ((old_node.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_NODE_AMPLIFICATION_RATIO, "")
-        new = ((new_node.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_NODE_AMPLIFICATION_RATIO, "")
+        old = ((old_node.get("metadata") or {}).get("annotations") or {}).get(
+            ANNOTATION_NODE_AMPLIFICATION_RATIO, ""
+        )
+        new = ((new_node.get("metadata") or {}).get("annotations") or {}).get(
+            ANNOTATION_NODE_AMPLIFICATION_RATIO, ""
+        )
         if old == "" and new == "":
             return False, "ratio remains empty"
         if old == "":
