@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from prometheus_client import CollectorRegistry
@@ -88,7 +88,10 @@ class ManagerComponent:
         config_namespace: str,
         plugins: Sequence[NodeResourcePlugin[Any]],
         resync: float = DEFAULT_RESYNC,
+        controllers: Collection[str] | None = None,
     ) -> None:
+        """``controllers``: the names (``nodeslo``, ``nodemetric``, ``noderesource``) to run, all when
+        ``None`` (``--controllers``); the config controller always runs."""
         self.cluster = cluster
         register_recorder_metrics(cluster, registry)
         self.config = SLOConfig()
@@ -106,7 +109,13 @@ class ManagerComponent:
         self.nodemetric = Controller(NodeMetricReconciler(cluster, self.informer, self.config))
         self.resources = NodeResourceReconciler(cluster, self.informer, self.config, plugins)
         self.noderesource = Controller(self.resources)
-        per_node = [self.nodeslo, self.nodemetric, self.noderesource]
+        wanted = set(controllers) if controllers is not None else None
+        per_node = [
+            c
+            for c in (self.nodeslo, self.nodemetric, self.noderesource)
+            if wanted is None or c.name in wanted
+        ]
+        self.per_node = per_node
         self.config_reconciler = ConfigReconciler(
             cluster, self.informer, self.config, config_namespace, per_node
         )
@@ -126,7 +135,7 @@ class ManagerComponent:
             self.loop.kick()
 
     def _watch(self) -> None:
-        every = (self.nodeslo, self.nodemetric, self.noderesource)
+        every = tuple(self.per_node)
 
         def on_node(*objs: Mapping[str, Any]) -> None:
             self._node(objs[-1], *every)
@@ -145,6 +154,8 @@ class ManagerComponent:
             self.loop.kick()
 
         def owned(controller: Controller) -> Any:
+            if controller not in self.per_node:
+                return None
             return lambda *objs: self._node(objs[-1], controller)
 
         def plugin_event(kind: str) -> Any:
@@ -177,7 +188,7 @@ class ManagerComponent:
         """One full pass: the config, then every node in every controller (what ``--once`` runs)."""
         self.sloconfig.enqueue(CONFIG_MAP_NAME)
         self.sloconfig.process(self.loop.errors)
-        for c in (self.nodeslo, self.nodemetric, self.noderesource):
+        for c in self.per_node:
             c.enqueue_all()
         self.loop.run_once()
         self._ready.set()
