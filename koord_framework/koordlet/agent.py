@@ -34,10 +34,10 @@ from koord_framework.cluster.port import ClusterPort
 from koord_framework.config.koordlet import KoordletConfiguration
 from koord_framework.config.loader import LoadedKoordletConfig
 from koord_framework.errors import KoordError, Problem, ValidationError
+from koord_framework.featuregates import FeatureGates
 from koord_framework.koordlet.cgroups import CgroupDriver, CgroupLayout, CgroupVersion
 from koord_framework.koordlet.cpuset import CPUSetError
 from koord_framework.koordlet.eviction import EvictionRecord, Evictor
-from koord_framework.featuregates import FeatureGates
 from koord_framework.koordlet.executor import AuditRecord, ResourceExecutor
 from koord_framework.koordlet.hostpaths import HostPaths
 from koord_framework.koordlet.metrics.cache import MetricCache
