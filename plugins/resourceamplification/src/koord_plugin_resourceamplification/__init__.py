@@ -7,8 +7,10 @@ from koord_plugin_resourceamplification.plugin import (
     ResourceAmplificationConfig,
     ResourceAmplificationStrategy,
 )
+from koord_plugin_resourceamplification.webhook import NodeResourceAmplificationPlugin
 
 __all__ = [
+    "NodeResourceAmplificationPlugin",
     "ResourceAmplification",
     "ResourceAmplificationArgs",
     "ResourceAmplificationConfig",
