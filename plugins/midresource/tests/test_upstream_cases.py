@@ -345,3 +345,20 @@ def test_pending_prod_pods_count_and_finished_ones_do_not() -> None:
     items = calc(s, m, [pending, done, BATCH_BE])
     # unallocated = capacity - reserved(10G memory) - the pending prod pod only
     assert [i.quantity for i in items] == [80000, 160 * 10**9]
+
+
+def test_parsed_pods_follow_their_resource_version() -> None:
+    """The per-node pod cache re-reads a pod whose resourceVersion moved, and forgets pods not given."""
+    plugin = MidResource()
+    s = strategy(degradeTimeMinutes=10, midUnallocatedPercent=100)
+    m = metric(reclaimable=("0", "0"))
+    running = copy.deepcopy(PROD_LS)
+    running["metadata"]["resourceVersion"] = "1"
+    first = plugin.calculate(s, node(), [running], ResourceMetrics(m, NOW))
+    assert first[0].quantity == 80000  # 100 - 20 prod cores
+    done = copy.deepcopy(running)
+    done["metadata"]["resourceVersion"] = "2"
+    done["status"]["phase"] = "Succeeded"
+    second = plugin.calculate(s, node(), [done], ResourceMetrics(m, NOW))
+    assert second[0].quantity == 100000
+    assert plugin.calculate(s, node(), [], ResourceMetrics(m, NOW))[0].quantity == 100000

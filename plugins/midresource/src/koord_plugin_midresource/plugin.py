@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Final
 
@@ -125,6 +126,11 @@ class MidResource(NodeResourcePlugin[MidResourceArgs]):
     Args = MidResourceArgs
     resource_names: ClassVar[Sequence[str]] = (MID_CPU, MID_MEMORY)
 
+    def __init__(self, args: MidResourceArgs | Mapping[str, Any] | None = None) -> None:
+        super().__init__(args)
+        self._pods: dict[str, dict[str, tuple[str, Resources | None]]] = {}
+        self._lock = threading.Lock()
+
     def need_sync(
         self, strategy: ColocationStrategy, old_node: Mapping[str, Any], new_node: Mapping[str, Any]
     ) -> tuple[bool, str]:
@@ -155,6 +161,8 @@ class MidResource(NodeResourcePlugin[MidResourceArgs]):
         if status.get("allocatable") is None:
             raise ValueError(f"node {name}: status.allocatable is missing")
         if self.degraded(strategy, metrics) or metrics.node_metric is None:
+            with self._lock:
+                self._pods.pop(name, None)
             return self.reset(node, DEGRADE_MESSAGE)
         capacity = _cm(parse_resource_list(status.get("capacity") or {}, path=f"node {name}.status.capacity"))
         if strategy.mid_reclaim_mode == STATIC:
@@ -226,7 +234,7 @@ class MidResource(NodeResourcePlugin[MidResourceArgs]):
         kubelet_reserved = {k: max(capacity[k] - allocatable[k], 0) for k in (CPU, MEMORY)}
         node_reserved = _max_lists(kubelet_reserved, _node_reservation(node))
         node_reserved = _cm(_max_lists(system_used, node_reserved))
-        unallocated = self._unallocated(pods, capacity, node_reserved)
+        unallocated = self._unallocated(name, pods, capacity, node_reserved)
         unused = self._unused(capacity, info, where)
         cpu = min(prod_reclaimable[CPU], unused[CPU])
         memory = min(prod_reclaimable[MEMORY], unused[MEMORY])
@@ -252,20 +260,44 @@ class MidResource(NodeResourcePlugin[MidResourceArgs]):
         )
         return cpu, memory, cpu_msg, mem_msg
 
-    @staticmethod
     def _unallocated(
-        pods: Sequence[Mapping[str, Any]], capacity: Resources, node_reserved: Resources
+        self, node: str, pods: Sequence[Mapping[str, Any]], capacity: Resources, node_reserved: Resources
     ) -> Resources:
         """``getUnallocated``: ``max(capacity - nodeReserved - Running/Pending prod pods' requests, 0)``;
         a pod neither mid, batch nor free counts as prod."""
         allocated = _cm({})
-        for pod in pods:
-            info = PodInfo.from_manifest(pod)
-            if info.priority_class in LOW_PRIORITY or info.phase not in ("Running", "Pending"):
-                continue
-            request = _cm(info.requests)
+        for request in self._prod_requests(node, pods):
             allocated = {k: allocated[k] + request[k] for k in (CPU, MEMORY)}
         return {k: max(capacity[k] - node_reserved[k] - allocated[k], 0) for k in (CPU, MEMORY)}
+
+    def _prod_requests(self, node: str, pods: Sequence[Mapping[str, Any]]) -> list[Resources]:
+        """The requests of the node's Running / Pending prod pods. A pod is parsed again only when its
+        ``resourceVersion`` moved (every node is recalculated at each NodeMetric report; pods change far less
+        often); pods not given are forgotten."""
+        with self._lock:
+            seen = self._pods.get(node, {})
+        kept: dict[str, tuple[str, Resources | None]] = {}
+        out: list[Resources] = []
+        for pod in pods:
+            meta = pod.get("metadata") or {}
+            version = str(meta.get("resourceVersion") or "")
+            key = (
+                str(meta.get("uid") or "") or f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}"
+            )
+            hit = seen.get(key)
+            if version and hit is not None and hit[0] == version:
+                request = hit[1]
+            else:
+                info = PodInfo.from_manifest(pod)
+                low = info.priority_class in LOW_PRIORITY or info.phase not in ("Running", "Pending")
+                request = None if low else _cm(info.requests)
+            if version:
+                kept[key] = (version, request)
+            if request is not None:
+                out.append(request)
+        with self._lock:
+            self._pods[node] = kept
+        return out
 
     @staticmethod
     def _unused(capacity: Resources, info: Mapping[str, Any] | None, where: str) -> Resources:
