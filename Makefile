@@ -71,7 +71,6 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.elasticquota
 	$(BIN)/python bench/deviceshare.py
 	$(BIN)/python -m bench.manager
-	$(BIN)/python -m bench.calculators
 	$(BIN)/python bench/runtime_proxy.py
 	$(BIN)/python -m bench.manager_webhook
 	$(BIN)/python -m bench.runtimehooks
