@@ -18,7 +18,14 @@ from typing import Final, Literal
 
 from koord_framework.errors import KoordError
 
-__all__ = ["COMPONENT_GATES", "FeatureGateError", "FeatureGates", "FeatureSpec", "gates_for"]
+__all__ = [
+    "COMPONENT_GATES",
+    "KOORDLET_PLUGIN_GATES",
+    "FeatureGateError",
+    "FeatureGates",
+    "FeatureSpec",
+    "gates_for",
+]
 
 PreRelease = Literal["Alpha", "Beta", "GA", "Deprecated"]
 
@@ -134,7 +141,36 @@ KOORDLET_GATES: Final[tuple[FeatureSpec, ...]] = (
     FeatureSpec("HamiCoreVGPUMonitor", False, "Alpha"),
     FeatureSpec("PerCPUMetric", False, "Alpha"),
     FeatureSpec("NodeMetricPromMetrics", False, "Alpha"),
+    # The runtime hooks' gates (``runtimehooks/config.go``), registered in the same koordlet gate set.
+    FeatureSpec("GroupIdentity", True, "Beta"),
+    FeatureSpec("CPUSetAllocator", True, "Beta"),
+    FeatureSpec("GPUEnvInject", False, "Alpha"),
+    FeatureSpec("RDMADeviceInject", False, "Alpha"),
+    FeatureSpec("BatchResource", True, "Beta"),
+    FeatureSpec("CPUNormalization", False, "Alpha"),
+    FeatureSpec("CoreSched", False, "Alpha"),
+    FeatureSpec("TerwayQoS", False, "Alpha"),
+    FeatureSpec("TCNetworkQoS", False, "Alpha"),
+    FeatureSpec("Resctrl", False, "Alpha"),
+    FeatureSpec("OOMScoreAdj", False, "Alpha"),
 )
+
+KOORDLET_PLUGIN_GATES: Final[Mapping[str, Mapping[str, tuple[str, ...]]]] = {
+    "qos": {
+        "BECPUSuppress": ("BECPUSuppress",),
+        "CPUBurst": ("CPUBurst",),
+        "BECPUEvict": ("BECPUEvict", "CPUAllocatableEvict", "CPUEvict"),
+        "BEMemoryEvict": ("BEMemoryEvict", "MemoryAllocatableEvict", "MemoryEvict"),
+        "Resctrl": ("RdtResctrl",),
+    },
+    "runtimehooks": {
+        name: (name,)
+        for name in ("GroupIdentity", "CPUSetAllocator", "GPUEnvInject", "BatchResource", "CPUNormalization")
+    },
+}
+"""Which koordlet gates switch which plugin, by registry group and plugin name: a plugin runs when one of
+its gates is on (the QoS strategies' ``Enabled()``, ``registerPlugins`` of the runtime hooks); an eviction
+strategy's triggers are its gates, each run only while on."""
 
 
 COMPONENT_GATES: Final[Mapping[str, tuple[FeatureSpec, ...]]] = {
@@ -194,6 +230,16 @@ class FeatureGates:
         if name not in self.specs:
             raise KeyError(f"feature gate {name!r} is not registered for koord {self.component}")
         return self.values[name]
+
+    def plugin_gates(self, group: str, name: str) -> tuple[str, ...]:
+        """The gates that switch plugin ``name`` of registry ``group`` (empty: not gated)."""
+        table = KOORDLET_PLUGIN_GATES if self.component == "koordlet" else {}
+        return table.get(group, {}).get(name, ())
+
+    def plugin_enabled(self, group: str, name: str) -> bool:
+        """Whether the gates let plugin ``name`` of ``group`` run: one of its gates is on, or it has none."""
+        gates = self.plugin_gates(group, name)
+        return not gates or any(self.values.get(g, False) for g in gates)
 
     def help(self) -> str:
         """The ``--help`` text: every gate with its maturity and default, as kube components list them."""

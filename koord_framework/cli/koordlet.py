@@ -143,7 +143,7 @@ def run(args: argparse.Namespace, *, stop: threading.Event | None = None) -> int
     if getattr(args, "v", 0):  # unset, the agent's --once report is its whole output
         setup_logging(args.v)
     try:
-        gates_for("koordlet").parse(getattr(args, "feature_gates", ""))
+        gates = gates_for("koordlet").parse(getattr(args, "feature_gates", ""))
     except FeatureGateError as exc:
         return _bad_input(str(exc))
     loaded = None
@@ -187,7 +187,9 @@ def run(args: argparse.Namespace, *, stop: threading.Event | None = None) -> int
         )
     if cluster is not None and cluster.try_get("Node", node) is None:
         return _bad_input(f"--node-name {node}: the cluster has no Node of that name")
-    agent = KoordletAgent(node, cluster, host=host, options=options, strategies=strategies, hooks=hooks)
+    agent = KoordletAgent(
+        node, cluster, host=host, options=options, strategies=strategies, hooks=hooks, gates=gates
+    )
     if args.once:
         report = agent.run_once()
         _print_report(report, agent, args.output, sys.stdout, dry_run=getattr(args, "dry_run", False))

@@ -2,7 +2,8 @@
 
     koord manager (--cluster PATH... | --kubeconfig [FILE]) [--config-namespace NS]
                   [--metrics-addr HOST:PORT] [--enable-leader-election true|false]
-                  [--leader-election-namespace NS] [--feature-gates GATES] [--once] [--now RFC3339]
+                  [--leader-election-namespace NS] [--feature-gates GATES] [--controllers LIST]
+                  [--noderesource-plugins LIST] [--once] [--now RFC3339]
 
 The controllers, level-triggered over one shared informer (a failing one never blocks the others):
 
@@ -13,9 +14,12 @@ The controllers, level-triggered over one shared informer (a failing one never b
   strategy) merged over Koordinator's defaults;
 * **nodemetric**: each node's NodeMetric ``spec.metricCollectPolicy`` from its colocation strategy;
 * **noderesource**: the extended resources the installed calculators (entry-point group
-  ``koord.manager.noderesource``; ``BatchResource`` from koord-plugin-batchresource) compute, written to the
-  node status when they moved by more than ``resourceDiffThreshold`` or ``updateTimeThresholdSeconds``
-  passed.
+  ``koord.manager.noderesource``: BatchResource, MidResource, CPUNormalization, ResourceAmplification)
+  compute, written to the node status when they moved by more than ``resourceDiffThreshold`` or
+  ``updateTimeThresholdSeconds`` passed, and the node annotations they decide.
+
+``--controllers`` and ``--noderesource-plugins`` choose which of them run, as Koordinator's flags of the
+same names (default ``*``: all; ``*,-MidResource``: all but one).
 
 ``--cluster`` loads manifests into the embedded cluster on a virtual clock starting at ``--now`` (default:
 the newest NodeMetric ``updateTime``, so the metrics are fresh); ``--once`` then makes one pass and prints
@@ -53,9 +57,18 @@ from koord_framework.component import CONTROLLER_CACHE_SYNC_TIMEOUT, ComponentRu
 from koord_framework.errors import KoordError
 from koord_framework.featuregates import FeatureGateError, gates_for
 from koord_framework.manager.noderesource import GROUP, NodeResourcePlugin
+from koord_framework.manager.selection import (
+    CONTROLLERS,
+    KOORDINATOR_CALCULATORS,
+    KOORDINATOR_CONTROLLERS,
+    enabled,
+    parse_selection,
+)
 from koord_framework.manager.sloconfig import DEFAULT_CONFIG_NAMESPACE
 
-__all__ = ["MISSING_KINDS", "load_plugins", "register", "run"]
+__all__ = ["MISSING_KINDS", "enabled_controllers", "load_plugins", "register", "run"]
+
+log = logging.getLogger("koord.manager")
 
 DEFAULT_METRICS_ADDR = "0.0.0.0:8080"
 LEASE_NAME = "koordinator-manager"
@@ -86,6 +99,20 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--feature-gates", default="", metavar="GATES", help="A=true,B=false,AllAlpha=true,..."
     )
+    parser.add_argument(
+        "--controllers",
+        default="*",
+        metavar="LIST",
+        help="controllers to enable: '*' all, 'noderesource' only it, '*,-noderesource' all but it "
+        f"(all: {', '.join(CONTROLLERS)})",
+    )
+    parser.add_argument(
+        "--noderesource-plugins",
+        default="*",
+        metavar="LIST",
+        help="node-resource calculators to enable: '*' all, 'BatchResource' only it, "
+        f"'*,-BatchResource' all but it (Koordinator's: {', '.join(KOORDINATOR_CALCULATORS)})",
+    )
     parser.add_argument("--once", action="store_true", help="one pass over every node, print it, exit")
     parser.add_argument("--now", metavar="RFC3339", help="--cluster: where the virtual clock starts")
     parser.add_argument(
@@ -96,16 +123,29 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.set_defaults(func=run)
 
 
-def load_plugins() -> list[NodeResourcePlugin[Any]]:
-    """Every installed node-resource calculator, built with default args."""
+def load_plugins(selection: str = "*") -> list[NodeResourcePlugin[Any]]:
+    """The installed node-resource calculators ``--noderesource-plugins`` enables, built with default args,
+    in Koordinator's run order (``KOORDINATOR_CALCULATORS``, then the others by name)."""
     from koord_framework.registry import PluginRegistry
 
+    installed = PluginRegistry.discover(GROUP).load_all()
+    chosen = parse_selection(selection, "--noderesource-plugins", KOORDINATOR_CALCULATORS, installed)
+    order = {name: i for i, name in enumerate(KOORDINATOR_CALCULATORS)}
     plugins: list[NodeResourcePlugin[Any]] = []
-    for name, cls in sorted(PluginRegistry.discover(GROUP).load_all().items()):
+    for name, cls in sorted(installed.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])):
         if not issubclass(cls, NodeResourcePlugin):
             raise KoordError(f"plugin {name!r} in {GROUP} is not a NodeResourcePlugin")
-        plugins.append(cls())
+        if enabled(name, chosen):
+            plugins.append(cls())
+        else:
+            log.info("noderesource plugin %s is disabled (--noderesource-plugins)", name)
     return plugins
+
+
+def enabled_controllers(selection: str) -> frozenset[str]:
+    """The controllers ``--controllers`` enables (Koordinator's ``isControllerEnabled``)."""
+    chosen = parse_selection(selection, "--controllers", KOORDINATOR_CONTROLLERS, CONTROLLERS)
+    return frozenset(c for c in CONTROLLERS if enabled(c, chosen))
 
 
 def _newest_metric_time(paths: list[str]) -> float | None:
@@ -150,14 +190,15 @@ def run(
 
                 kubeconfig = args.kubeconfig or load_settings().kubeconfig
                 cluster = KubeCluster.from_kubeconfig(kubeconfig or None, component="koord-manager")
-        plugins = load_plugins()
+        plugins = load_plugins(args.noderesource_plugins)
+        controllers = enabled_controllers(args.controllers)
     except KoordError as exc:
         return bad_input("manager", str(exc))
     from koord_framework.manager.component import ManagerComponent
 
     port: ClusterPort = cluster
     if args.once:
-        return _once(port, args, plugins)
+        return _once(port, args, plugins, controllers)
 
     from koord_framework.cluster.fence import FencedCluster, WriteFence
 
@@ -167,7 +208,12 @@ def run(
 
     def build(registry: CollectorRegistry) -> ManagerComponent:
         return ManagerComponent(
-            fenced, registry, config_namespace=args.config_namespace, plugins=plugins, resync=args.resync
+            fenced,
+            registry,
+            config_namespace=args.config_namespace,
+            plugins=plugins,
+            resync=args.resync,
+            controllers=controllers,
         )
 
     lease = None
@@ -227,12 +273,21 @@ def write_state(cluster: ClusterPort, directory: Path) -> Path:
     return path
 
 
-def _once(cluster: ClusterPort, args: argparse.Namespace, plugins: list[NodeResourcePlugin[Any]]) -> int:
+def _once(
+    cluster: ClusterPort,
+    args: argparse.Namespace,
+    plugins: list[NodeResourcePlugin[Any]],
+    controllers: frozenset[str] = frozenset(CONTROLLERS),
+) -> int:
     from koord_framework.api.resources import BATCH_CPU, BATCH_MEMORY
     from koord_framework.manager.component import ManagerComponent
 
     component = ManagerComponent(
-        cluster, CollectorRegistry(), config_namespace=args.config_namespace, plugins=plugins
+        cluster,
+        CollectorRegistry(),
+        config_namespace=args.config_namespace,
+        plugins=plugins,
+        controllers=controllers,
     )
     try:
         component.sync_once()

@@ -56,7 +56,7 @@ from koord_framework.component import (
     MissingKindPolicy,
 )
 from koord_framework.errors import KoordError
-from koord_framework.featuregates import gates_for
+from koord_framework.featuregates import FeatureGates, gates_for
 from koord_framework.health import HealthServer  # re-exported: its first home was this module
 
 __all__ = [
@@ -85,7 +85,13 @@ LEASE_NAMESPACE = "koordinator-system"
 class SchedulerComponent:
     """koord-scheduler as a ``koord_framework.component.Component``."""
 
-    def __init__(self, cluster: ClusterPort, loaded: Any, registry: CollectorRegistry) -> None:
+    def __init__(
+        self,
+        cluster: ClusterPort,
+        loaded: Any,
+        registry: CollectorRegistry,
+        feature_gates: FeatureGates | None = None,
+    ) -> None:
         from koord_framework.cluster.informer import SharedInformer
         from koord_framework.scheduler.scheduler import Scheduler
 
@@ -100,6 +106,7 @@ class SchedulerComponent:
                 async_binding=True,
                 metrics_registry=registry,
                 seed=None,
+                feature_gates=feature_gates,
             )
         except BaseException:
             self.informer.stop()
@@ -235,10 +242,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         parser.set_defaults(func=lambda args, _name=name: serve(_name, args))
 
 
-def _check_feature_gates(name: str, gates: str) -> None:
+def _check_feature_gates(name: str, gates: str) -> FeatureGates:
     # Parsed and checked (an unknown gate or a non-boolean value is bad input, as kube components say);
-    # no gate of koord-scheduler / koord-descheduler changes behaviour here yet.
-    gates_for(name).parse(gates)
+    # koord-scheduler's go to its frameworks (SkipFilterWithNominatedPods); koord-descheduler's switch
+    # nothing here yet.
+    return gates_for(name).parse(gates)
 
 
 def _client_limits(args: argparse.Namespace, client_connection: Any) -> tuple[float, int]:
@@ -268,7 +276,7 @@ def serve(
     """The command. ``cluster`` replaces the one the kubeconfig names (tests run it on the embedded
     cluster); setting ``stop`` ends the run as SIGTERM does."""
     setup_logging(args.v)
-    _check_feature_gates(name, args.feature_gates)
+    gates = _check_feature_gates(name, args.feature_gates)
     from koord_framework.cluster.kube import KubeCluster, LeaderElectionConfig
     from koord_framework.config.loader import load_descheduler_config, load_scheduler_config
     from koord_framework.settings import load_settings
@@ -305,7 +313,7 @@ def serve(
 
     def build(registry: CollectorRegistry) -> Component:
         if name == "scheduler":
-            return SchedulerComponent(fenced, loaded, registry)
+            return SchedulerComponent(fenced, loaded, registry, gates)
         if name == "descheduler":
             # Leader-elected replicas share one name (the Lease): a new leader carries on the
             # PodMigrationJobs its predecessor left (Koordinator's reconciler ignores them for good).

@@ -34,6 +34,7 @@ from koord_framework.cluster.port import ClusterPort
 from koord_framework.config.koordlet import KoordletConfiguration
 from koord_framework.config.loader import LoadedKoordletConfig
 from koord_framework.errors import KoordError, Problem, ValidationError
+from koord_framework.featuregates import FeatureGates
 from koord_framework.koordlet.cgroups import CgroupDriver, CgroupLayout, CgroupVersion
 from koord_framework.koordlet.cpuset import CPUSetError
 from koord_framework.koordlet.eviction import EvictionRecord, Evictor
@@ -202,8 +203,15 @@ class KoordletAgent:
         qos_registry: PluginRegistry | None = None,
         layout: CgroupLayout | None = None,
         hooks: Sequence[HookSpec] = (),
+        gates: FeatureGates | None = None,
     ) -> None:
+        """``gates``: the koordlet's feature gates (``--feature-gates``). Given, they are the one switch of
+        the QoS strategies and runtime hooks Koordinator gates (``KOORDLET_PLUGIN_GATES``): a strategy or hook
+        whose gates are all off is not built, an eviction strategy keeps only the triggers whose gate is on,
+        and without ``strategies`` every installed strategy whose gate is on runs. ``None`` (tests,
+        embedding): the strategies and hooks given run as given."""
         self.node_name = node_name
+        self.gates = gates
         self.cluster = cluster
         self.host = host
         self.options = options or AgentOptions()
@@ -262,6 +270,9 @@ class KoordletAgent:
         )
         self.hooks = HookManager(self.hook_context, failure_policy=cfg.runtime_hooks_failure_policy)
         for cls, hook_args in hooks:
+            if gates is not None and not gates.plugin_enabled("runtimehooks", cls.name):
+                log.info("runtime hook %s is off: feature gate %s", cls.name, cls.name)
+                continue
             self.hooks.register(cls(cls.parse_args(hook_args), self.hook_context))
         self.reconciler = Reconciler(
             self.hooks,
@@ -283,16 +294,27 @@ class KoordletAgent:
     def _build_strategies(
         self, specs: Sequence[StrategySpec] | None, qos_registry: PluginRegistry | None
     ) -> list[QOSStrategy]:
+        gates = self.gates
         if specs is None:
             registry = qos_registry or PluginRegistry.discover("qos")
-            specs = [
-                cls
-                for cls in registry.load([n for n in DEFAULT_STRATEGIES if n in registry])
-                if issubclass(cls, QOSStrategy)
-            ]
+            names = (
+                [n for n in DEFAULT_STRATEGIES if n in registry]
+                if gates is None
+                else [
+                    n
+                    for n in registry.names()
+                    if gates.plugin_gates("qos", n) and gates.plugin_enabled("qos", n)
+                ]
+            )
+            specs = [cls for cls in registry.load(names) if issubclass(cls, QOSStrategy)]
         out: list[QOSStrategy] = []
         for i, spec in enumerate(specs):
             cls, raw = spec if isinstance(spec, tuple) else (spec, None)
+            if gates is not None and not gates.plugin_enabled("qos", cls.name):
+                log.info(
+                    "QoS strategy %s is off: feature gates %s", cls.name, gates.plugin_gates("qos", cls.name)
+                )
+                continue
             try:
                 args: PluginArgs = cls.parse_args(raw)
             except PydanticValidationError as err:
@@ -303,6 +325,16 @@ class KoordletAgent:
                     for e in err.errors(include_url=False)
                 ]
                 raise ValidationError("KoordletConfiguration", problems) from None
+            triggers = getattr(args, "triggers", None)
+            if gates is not None and triggers is not None and gates.plugin_gates("qos", cls.name):
+                # Koordinator checks each eviction trigger's own gate before building its task.
+                on = [t for t in triggers if gates.values.get(t, False)]
+                if not on:
+                    log.info(
+                        "QoS strategy %s is off: the gates of its triggers %s are off", cls.name, triggers
+                    )
+                    continue
+                args = args.model_copy(update={"triggers": on})
             out.append(cls(args, self.context))
         return out
 

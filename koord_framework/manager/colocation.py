@@ -86,6 +86,13 @@ class ColocationStrategy(BaseModel):
     """Cap of mid memory, percent of capacity."""
     mid_unallocated_percent: int | None = 0
     """Share of unallocated resources counted as mid."""
+    mid_reclaim_mode: str | None = None
+    """``static``: mid resources are a fixed share of capacity (the two percents below); otherwise they
+    follow the NodeMetric's prod-reclaimable resources."""
+    mid_static_cpu_reserved_percent: int | None = Field(0, alias="midStaticCPUReservedPercent")
+    """``static`` mode: mid CPU as a percent of capacity."""
+    mid_static_memory_reserved_percent: int | None = 0
+    """``static`` mode: mid memory as a percent of capacity."""
     batch_cpu_threshold_percent: int | None = Field(None, alias="batchCPUThresholdPercent")
     """Cap of batch CPU, percent of capacity (none: no cap)."""
     batch_memory_threshold_percent: int | None = None

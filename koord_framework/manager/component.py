@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from prometheus_client import CollectorRegistry
@@ -88,14 +88,19 @@ class ManagerComponent:
         config_namespace: str,
         plugins: Sequence[NodeResourcePlugin[Any]],
         resync: float = DEFAULT_RESYNC,
+        controllers: Collection[str] | None = None,
     ) -> None:
+        """``controllers``: the names (``nodeslo``, ``nodemetric``, ``noderesource``) to run, all when
+        ``None`` (``--controllers``); the config controller always runs."""
         self.cluster = cluster
         register_recorder_metrics(cluster, registry)
         self.config = SLOConfig()
         self.config_namespace = config_namespace
         self.informer = SharedInformer(cluster)
+        # Kinds the calculators read besides ours (the NodeResourceTopology for cpu normalization, ...).
+        self.plugin_kinds = sorted({k for p in plugins for k in p.watches} - set(KINDS))
         try:
-            for kind in KINDS:
+            for kind in (*KINDS, *self.plugin_kinds):
                 self.informer.ensure(kind)
         except BaseException:
             self.informer.stop()
@@ -104,7 +109,13 @@ class ManagerComponent:
         self.nodemetric = Controller(NodeMetricReconciler(cluster, self.informer, self.config))
         self.resources = NodeResourceReconciler(cluster, self.informer, self.config, plugins)
         self.noderesource = Controller(self.resources)
-        per_node = [self.nodeslo, self.nodemetric, self.noderesource]
+        wanted = set(controllers) if controllers is not None else None
+        per_node = [
+            c
+            for c in (self.nodeslo, self.nodemetric, self.noderesource)
+            if wanted is None or c.name in wanted
+        ]
+        self.per_node = per_node
         self.config_reconciler = ConfigReconciler(
             cluster, self.informer, self.config, config_namespace, per_node
         )
@@ -124,7 +135,7 @@ class ManagerComponent:
             self.loop.kick()
 
     def _watch(self) -> None:
-        every = (self.nodeslo, self.nodemetric, self.noderesource)
+        every = tuple(self.per_node)
 
         def on_node(*objs: Mapping[str, Any]) -> None:
             self._node(objs[-1], *every)
@@ -143,8 +154,26 @@ class ManagerComponent:
             self.loop.kick()
 
         def owned(controller: Controller) -> Any:
+            if controller not in self.per_node:
+                return None
             return lambda *objs: self._node(objs[-1], controller)
 
+        def plugin_event(kind: str) -> Any:
+            readers = [p for p in self.plugins if kind in p.watches]
+
+            def on_object(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> None:
+                obj = new if new is not None else old
+                if obj is not None and any(p.wants_event(kind, old, new) for p in readers):
+                    self._node(obj, self.noderesource)
+
+            return (
+                lambda obj: on_object(None, obj),
+                lambda old, new: on_object(old, new),
+                lambda obj: on_object(obj, None),
+            )
+
+        for kind in self.plugin_kinds:
+            self._remove.append(self.informer.add_handler(kind, *plugin_event(kind)))
         self._remove += [
             self.informer.add_handler("Node", on_node, on_node, on_node),
             self.informer.add_handler("ConfigMap", on_config, on_config, on_config),
@@ -159,7 +188,7 @@ class ManagerComponent:
         """One full pass: the config, then every node in every controller (what ``--once`` runs)."""
         self.sloconfig.enqueue(CONFIG_MAP_NAME)
         self.sloconfig.process(self.loop.errors)
-        for c in (self.nodeslo, self.nodemetric, self.noderesource):
+        for c in self.per_node:
             c.enqueue_all()
         self.loop.run_once()
         self._ready.set()

@@ -5,6 +5,13 @@ A calculator plugin (entry-point group ``koord.manager.noderesource``) computes 
 node-resource controller calls every enabled calculator per node, writes their items into the node's
 status when one of them says the change is large enough (``need_sync``) or the node's update interval has
 passed, and writes zone-level values on the node's NodeResourceTopology.
+
+Calculators that decide node *metadata* (Koordinator's ``NodePreparePlugin`` + ``NodeMetaCheckPlugin``:
+the cpu-normalization and resource-amplification ratios) put annotations on their items; the controller
+merges every item's annotations, lets each calculator write them onto a copy of the node
+(``prepare_meta``) and patches the node's annotations when one of them says so (``need_sync_meta``).
+Calculators reading more than the node, its pods and its NodeMetric name those kinds in ``watches`` and
+read them, and the ``slo-controller-config`` keys, through the ``NodeResourceContext`` given to ``bind``.
 """
 
 from __future__ import annotations
@@ -12,14 +19,16 @@ from __future__ import annotations
 import abc
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, cast
+from typing import Any, ClassVar, Protocol, cast
 
 from koord_framework.manager.colocation import ColocationStrategy
 from koord_framework.plugin import ArgsT, ExtensionPoint, Plugin
 
 __all__ = [
+    "ANNOTATION_CPU_NORMALIZATION_RATIO",
     "GROUP",
     "ColocationStrategy",
+    "NodeResourceContext",
     "NodeResourcePlugin",
     "ResourceItem",
     "ResourceMetrics",
@@ -29,6 +38,10 @@ __all__ = [
 GROUP = "koord.manager.noderesource"
 """Entry-point group of node-resource calculators."""
 
+ANNOTATION_CPU_NORMALIZATION_RATIO = "node.koordinator.sh/cpu-normalization-ratio"
+"""The node annotation of the cpu-normalization ratio; the controller amplifies ``kubernetes.io/batch-cpu``
+by the ratio an item sets here (``util.PrepareNodeForResource``), whichever calculator computed it."""
+
 
 @dataclass(frozen=True)
 class ResourceItem:
@@ -36,7 +49,9 @@ class ResourceItem:
 
     ``quantity`` is the integer value written to the node status (batch-cpu in milli-cores, memory in
     bytes); ``zone_quantity`` the per-NUMA-zone values (zone name -> value) for the NodeResourceTopology;
-    ``reset`` removes the resource from the node instead.
+    ``reset`` removes the resource from the node instead. ``annotations`` are node annotations the
+    calculator decided (merged over every item; written by the calculators' ``prepare_meta``); an item that
+    only carries annotations has ``quantity`` ``None`` and a name no resource uses (the plugin's name).
     """
 
     name: str
@@ -44,6 +59,7 @@ class ResourceItem:
     zone_quantity: Mapping[str, int] = field(default_factory=dict)
     message: str = ""
     reset: bool = False
+    annotations: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -55,15 +71,42 @@ class ResourceMetrics:
     now: float
 
 
+class NodeResourceContext(Protocol):
+    """What ``bind`` gives a calculator (Koordinator's ``framework.Option``): cached reads of the cluster
+    (the manager's shared informer) and the parsed ``slo-controller-config``."""
+
+    def get(self, kind: str, name: str, namespace: str = "") -> Mapping[str, Any] | None:
+        """The cached object, ``None`` when absent."""
+
+    def slo_config(self, key: str) -> Mapping[str, Any]:
+        """The JSON object of ``slo-controller-config``'s ``key`` (its last good value; ``{}`` when the key
+        or the ConfigMap is absent)."""
+
+
 class NodeResourcePlugin(Plugin[ArgsT], ExtensionPoint):
     """Base of a node-resource calculator (Koordinator's ``ResourceCalculatePlugin`` + ``NodeSyncPlugin``)."""
 
     extension_point: ClassVar[str] = "NodeResourceCalculator"
     resource_names: ClassVar[Sequence[str]] = ()
     """The node resources this calculator owns (reset and diffed by name)."""
+    annotation_names: ClassVar[Sequence[str]] = ()
+    """The node annotations this calculator decides (put on its items' ``annotations``)."""
+    watches: ClassVar[Sequence[str]] = ()
+    """Kinds besides Node, Pod, NodeMetric and ConfigMap the calculator reads through its context; an
+    event on one re-calculates the node of the same name when ``wants_event`` says so."""
 
     def __init__(self, args: ArgsT | Mapping[str, Any] | None = None) -> None:
         self.args = cast(ArgsT, type(self).parse_args(args if args is not None else {}))
+        self.context: NodeResourceContext | None = None
+
+    def bind(self, context: NodeResourceContext) -> None:
+        """Called once by the controller before the first calculation (Koordinator's ``Setup``)."""
+        self.context = context
+
+    def wants_event(self, kind: str, old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> bool:
+        """Whether a change of a watched object (``old`` ``None``: created; ``new`` ``None``: deleted) must
+        re-calculate its node. Default: any change."""
+        return True
 
     @abc.abstractmethod
     def calculate(
@@ -89,6 +132,20 @@ class NodeResourcePlugin(Plugin[ArgsT], ExtensionPoint):
         for name in self.resource_names:
             if is_resource_diff(old, new, name, strategy.resource_diff_threshold):
                 return True, f"{name} diff is bigger than threshold {strategy.resource_diff_threshold}"
+        return False, ""
+
+    def prepare_meta(
+        self, strategy: ColocationStrategy, node: dict[str, Any], annotations: Mapping[str, str]
+    ) -> None:
+        """Write this calculator's annotations (``annotations``: every item's, merged) onto ``node``, a
+        copy whose ``metadata.annotations`` is a fresh dict (Koordinator's ``NodePreparePlugin`` for meta).
+        Default: nothing."""
+
+    def need_sync_meta(
+        self, strategy: ColocationStrategy, old_node: Mapping[str, Any], new_node: Mapping[str, Any]
+    ) -> tuple[bool, str]:
+        """Whether the annotations this calculator prepared must be patched now (``NodeMetaCheckPlugin``).
+        Default: never."""
         return False, ""
 
 

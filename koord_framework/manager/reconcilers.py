@@ -8,11 +8,17 @@ import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from koord_framework.api.resources import format_resource
+from koord_framework.api.resources import BATCH_CPU, format_resource
 from koord_framework.cluster.informer import SharedInformer
 from koord_framework.cluster.port import ClusterPort
 from koord_framework.errors import NotFoundError
-from koord_framework.manager.noderesource import NodeResourcePlugin, ResourceItem, ResourceMetrics
+from koord_framework.manager.colocation import ColocationStrategy
+from koord_framework.manager.noderesource import (
+    ANNOTATION_CPU_NORMALIZATION_RATIO,
+    NodeResourcePlugin,
+    ResourceItem,
+    ResourceMetrics,
+)
 from koord_framework.manager.sloconfig import SLOConfig
 
 __all__ = ["NodeMetricReconciler", "NodeResourceReconciler", "NodeSLOReconciler"]
@@ -114,6 +120,9 @@ class NodeResourceReconciler(_PerNode):
         self.remove_handler = informer.add_handler(
             "Pod", self._pod_added, self._pod_updated, self._pod_deleted
         )
+        context = _Context(informer, config)
+        for plugin in self.plugins:
+            plugin.bind(context)
 
     @staticmethod
     def _pod_key(pod: Mapping[str, Any]) -> tuple[str, str]:
@@ -164,6 +173,24 @@ class NodeResourceReconciler(_PerNode):
             return
         now = self.cluster.clock.now()
         items = self.items_for(node, now)
+        strategy = self.config.colocation(_labels(node))
+        annotations: dict[str, str] = {}
+        for item in items:
+            annotations.update(item.annotations)
+        self.last_messages[key] = [i.message for i in items if i.message]
+        self._sync_status(key, node, items, annotations, strategy, now)
+        self._sync_meta(key, node, annotations, strategy)
+
+    def _sync_status(
+        self,
+        key: str,
+        node: Mapping[str, Any],
+        items: Sequence[ResourceItem],
+        annotations: Mapping[str, str],
+        strategy: ColocationStrategy,
+        now: float,
+    ) -> None:
+        ratio = _normalization_ratio(annotations)
         old_status = node.get("status") or {}
         status = {
             **old_status,
@@ -173,19 +200,23 @@ class NodeResourceReconciler(_PerNode):
         new = {**node, "status": status}  # only the two resource maps are new; the rest is shared
         patch: dict[str, dict[str, str | None]] = {"capacity": {}, "allocatable": {}}
         for item in items:
+            if not self._owned(item.name):
+                continue  # an item carrying only annotations
+            quantity = item.quantity
+            if quantity is not None and item.name == BATCH_CPU and ratio > 1.0:
+                # batch-cpu is advertised in normalized cores (``util.PrepareNodeForResource``)
+                quantity = int(quantity * ratio)
             for section in ("capacity", "allocatable"):
                 res = status[section]
-                if item.reset or item.quantity is None:
+                if item.reset or quantity is None:
                     if item.name in res:
                         res.pop(item.name)
                         patch[section][item.name] = None  # a merge patch's null removes the key
                 else:
-                    res[item.name] = patch[section][item.name] = format_resource(item.name, item.quantity)
-        self.last_messages[key] = [i.message for i in items if i.message]
+                    res[item.name] = patch[section][item.name] = format_resource(item.name, quantity)
         if new == node:
             self.last_sync.setdefault(key, now)
             return
-        strategy = self.config.colocation(_labels(node))
         due = now - self.last_sync.get(key, float("-inf")) >= strategy.update_time_threshold_seconds
         needed = any(p.need_sync(strategy, node, new)[0] for p in self.plugins)
         if not (due or needed):
@@ -193,3 +224,57 @@ class NodeResourceReconciler(_PerNode):
         self.cluster.patch("Node", key, "", {"status": patch}, status=True)
         self.last_sync[key] = now
         log.info("noderesource: node %s updated: %s", key, "; ".join(self.last_messages[key]))
+
+    def _owned(self, name: str) -> bool:
+        return any(name in p.resource_names for p in self.plugins)
+
+    def _sync_meta(
+        self,
+        key: str,
+        node: Mapping[str, Any],
+        annotations: Mapping[str, str],
+        strategy: ColocationStrategy,
+    ) -> None:
+        """The calculators' node annotations (``NodePrepare`` + ``NodeMetaCheck``): patched when one of the
+        calculators says the prepared annotations must be written."""
+        meta = node.get("metadata") or {}
+        old = dict(meta.get("annotations") or {})
+        new_node: dict[str, Any] = {**node, "metadata": {**meta, "annotations": dict(old)}}
+        for plugin in self.plugins:
+            plugin.prepare_meta(strategy, new_node, annotations)
+        new = new_node["metadata"].get("annotations") or {}
+        if new == old:
+            return
+        if not any(p.need_sync_meta(strategy, node, new_node)[0] for p in self.plugins):
+            return
+        patch: dict[str, str | None] = {k: v for k, v in new.items() if old.get(k) != v}
+        patch.update({k: None for k in old if k not in new})
+        self.cluster.patch("Node", key, "", {"metadata": {"annotations": patch}})
+        log.info("noderesource: node %s annotations updated: %s", key, sorted(patch))
+
+
+def _normalization_ratio(annotations: Mapping[str, str]) -> float:
+    """The cpu-normalization ratio the calculators decided (-1 when none or unreadable, as
+    ``getCPUNormalizationRatio`` of Koordinator's plugin util)."""
+    text = annotations.get(ANNOTATION_CPU_NORMALIZATION_RATIO)
+    if text is None:
+        return -1.0
+    try:
+        return float(text)
+    except ValueError:
+        log.warning("noderesource: unreadable %s %r", ANNOTATION_CPU_NORMALIZATION_RATIO, text)
+        return -1.0
+
+
+class _Context:
+    """What the calculators read besides their inputs (``NodeResourceContext``)."""
+
+    def __init__(self, informer: SharedInformer, config: SLOConfig) -> None:
+        self.informer = informer
+        self.config = config
+
+    def get(self, kind: str, name: str, namespace: str = "") -> Mapping[str, Any] | None:
+        return self.informer.get(kind, name, namespace)
+
+    def slo_config(self, key: str) -> Mapping[str, Any]:
+        return self.config.values.get(key, {})

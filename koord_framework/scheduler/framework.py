@@ -37,6 +37,7 @@ import numpy as np
 
 from koord_framework.api.objects import PodInfo
 from koord_framework.errors import PluginLoadError
+from koord_framework.featuregates import FeatureGates, gates_for
 from koord_framework.plugin import Plugin, close_plugins
 from koord_framework.scheduler.cycle_state import CycleState
 from koord_framework.scheduler.frameworkext import (
@@ -305,8 +306,11 @@ class Framework:
         metrics: SchedulerMetrics,
         *,
         percentage_of_nodes_to_score: int | None = None,
+        feature_gates: FeatureGates | None = None,
     ) -> None:
         self.profile_name = profile_name
+        self.feature_gates = feature_gates if feature_gates is not None else gates_for("scheduler")
+        """koord-scheduler's gates (``--feature-gates``; Koordinator's defaults when not given)."""
         self.layout = layout
         self.handle = handle
         self.metrics = metrics
@@ -589,7 +593,8 @@ class Framework:
         """kube-scheduler's two passes: with the node's nominated pods of >= priority, then without them.
 
         A node fits only if both pass: resources and anti-affinity fail more easily with the nominated pods
-        counted, affinity more easily without them.
+        counted, affinity more easily without them. The ``SkipFilterWithNominatedPods`` gate runs the first
+        pass only.
         """
         nominated = [
             p
@@ -608,8 +613,8 @@ class Framework:
             if not s.is_success:
                 return s
         s = self.run_filter(state_with, pod, node_with)
-        if not s.is_success:
-            return s
+        if not s.is_success or self.feature_gates.enabled("SkipFilterWithNominatedPods"):
+            return s  # the gate skips the second pass (Koordinator's runFilterPluginsWithNominatedPods)
         return self.run_filter(state, pod, node)
 
     def find_feasible(

@@ -41,6 +41,7 @@ from koord_framework.cluster.events import register_recorder_metrics
 from koord_framework.cluster.informer import NodeCache, PodCache, SharedInformer
 from koord_framework.cluster.port import ClusterPort
 from koord_framework.errors import ClusterError
+from koord_framework.featuregates import FeatureGates
 from koord_framework.scheduler.cache import SchedulerCache, Snapshot
 from koord_framework.scheduler.cycle_state import CycleState
 from koord_framework.scheduler.framework import (
@@ -424,6 +425,7 @@ class Scheduler:
         explain: bool = False,
         record_outcomes: bool = False,
         assumed_pod_ttl: float = 0.0,
+        feature_gates: FeatureGates | None = None,
     ) -> None:
         if not profiles:
             raise ValueError("a scheduler needs at least one profile")
@@ -478,6 +480,7 @@ class Scheduler:
                 handle,
                 self.metrics,
                 percentage_of_nodes_to_score=spec.percentage_of_nodes_to_score,
+                feature_gates=feature_gates,
             )
             handle.bind_framework(fw)
             self.handles[spec.scheduler_name] = handle

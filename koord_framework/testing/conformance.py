@@ -474,16 +474,30 @@ class QOSStrategyConformance(PluginConformance):
 
 
 class NodeResourcePluginConformance(PluginConformance):
-    """koord-manager's node-resource calculators: items only for the resources the plugin owns, a reset that
-    removes them, and degradation rather than a crash when the node has no NodeMetric."""
+    """koord-manager's node-resource calculators: items only for the resources and annotations the plugin
+    owns, a reset that removes its resources, and degradation rather than a crash when the node has no
+    NodeMetric (the plugin bound to an empty context: no other objects, no ``slo-controller-config``)."""
 
     group: ClassVar[str] = "noderesource"
 
     def _plugin(self) -> Any:
-        return self.plugin_class()
+        plugin: Any = self.plugin_class()
+
+        class _EmptyContext:
+            def get(self, kind: str, name: str, namespace: str = "") -> dict[str, Any] | None:
+                return None
+
+            def slo_config(self, key: str) -> dict[str, Any]:
+                return {}
+
+        plugin.bind(_EmptyContext())
+        return plugin
 
     def test_owns_resources(self) -> None:
-        assert tuple(getattr(self.plugin_class, "resource_names", ())), "resource_names is empty"
+        cls: Any = self.plugin_class
+        assert tuple(cls.resource_names) or tuple(cls.annotation_names), (
+            "resource_names and annotation_names are empty"
+        )
 
     def test_reset_removes_every_owned_resource(self) -> None:
         items = self._plugin().reset({"metadata": {"name": "n"}}, "why")
@@ -493,6 +507,7 @@ class NodeResourcePluginConformance(PluginConformance):
     def test_no_node_metric_does_not_raise(self) -> None:
         from koord_framework.manager.noderesource import ColocationStrategy, ResourceMetrics
 
+        cls: Any = self.plugin_class
         node = {
             "metadata": {"name": "n"},
             "status": {
@@ -502,7 +517,10 @@ class NodeResourcePluginConformance(PluginConformance):
         }
         strategy = ColocationStrategy.from_mapping({"enable": True})
         items = self._plugin().calculate(strategy, node, [], ResourceMetrics(None, 0.0))
-        assert {i.name for i in items} <= set(self.plugin_class.resource_names)  # type: ignore[attr-defined]
+        for item in items:
+            if item.quantity is not None or item.reset:
+                assert item.name in cls.resource_names, f"item for {item.name}, not an owned resource"
+            assert set(item.annotations) <= set(cls.annotation_names), "annotation the plugin does not own"
 
 
 class AdmissionHandlerConformance(PluginConformance):

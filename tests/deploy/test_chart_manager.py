@@ -159,6 +159,7 @@ def test_manager_rbac_is_what_it_does_and_no_more() -> None:
         ("", "pods", "list"),
         ("", "configmaps", "watch"),
         ("", "nodes/status", "patch"),
+        ("", "nodes", "patch"),  # the ratio annotations (Koordinator's nodes: get;list;watch;patch)
         ("slo.koordinator.sh", "nodeslos", "create"),
         ("slo.koordinator.sh", "nodemetrics", "update"),
         ("config.koordinator.sh", "clustercolocationprofiles", "list"),

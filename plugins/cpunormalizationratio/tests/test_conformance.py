@@ -1,0 +1,15 @@
+"""CPUNormalization against the node-resource calculator contracts (the framework's conformance kit)."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from koord_plugin_cpunormalizationratio import CPUNormalization
+
+from koord_framework.testing.conformance import NodeResourcePluginConformance
+
+
+class TestCPUNormalizationConformance(NodeResourcePluginConformance):
+    plugin_class = CPUNormalization
+    valid_args: ClassVar[list[dict[str, Any]]] = [{}]
+    invalid_args: ClassVar[list[dict[str, Any]]] = [{"enable": True}]  # a config key, not an arg
