@@ -15,6 +15,7 @@ Four runs:
 * **open loop**: what kube-apiserver does: CONCURRENCY callers (up to that many requests in flight), the
   requests arriving at a fixed offered rate R whatever the answers take. Latency is counted from the moment a
   request was due (a late send counts as waiting), so a server that falls behind shows it;
+  The callers' own lateness (a caller starved of CPU sends late) is printed beside it;
 * **requests per CPU-second**: the server's processes' CPU time over the closed-loop run.
 
 The load average is printed: on a shared machine the figures move with it.
@@ -147,6 +148,7 @@ def _client(
     ``start_at + k / rate`` for k = i, i + total, ..."""
     ctx = ssl.create_default_context(cadata=ca)
     latencies: list[float] = []
+    lags: list[float] = []
     done: list[float] = []
     lock = threading.Lock()
     bodies = [_review(i) for i in range(64)]
@@ -154,6 +156,7 @@ def _client(
     def run(caller: int) -> None:
         conn = _connect(port, ctx)
         mine: list[float] = []
+        lag: list[float] = []
         last = 0.0
         end = start_at + seconds
         time.sleep(max(0.0, start_at - time.time()))
@@ -168,6 +171,7 @@ def _client(
                 due = time.time()
                 if due >= end:
                     break
+            lag.append(time.time() - due)
             _post(conn, bodies[k % len(bodies)])
             last = time.time()
             mine.append(last - due)
@@ -175,6 +179,7 @@ def _client(
         conn.close()
         with lock:
             latencies.extend(mine)
+            lags.extend(lag)
             done.append(last)
 
     workers = [threading.Thread(target=run, args=(i,)) for i in ids]
@@ -182,7 +187,7 @@ def _client(
         w.start()
     for w in workers:
         w.join()
-    out.put((latencies, max(done, default=0.0)))
+    out.put((latencies, lags, max(done, default=0.0)))
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -203,10 +208,12 @@ def measure(concurrency: int, seconds: float, port: int, ca: str, rate: float = 
     for p in procs:
         p.start()
     latencies: list[float] = []
+    lags: list[float] = []
     last = 0.0
     for _ in procs:
-        got, end = out.get()
+        got, lag, end = out.get()
         latencies += got
+        lags += lag
         last = max(last, end)
     for p in procs:
         p.join()
@@ -215,6 +222,7 @@ def measure(concurrency: int, seconds: float, port: int, ca: str, rate: float = 
         "rps": len(latencies) / max(1e-9, last - start_at),
         "p50_ms": _pct(latencies, 0.50),
         "p99_ms": _pct(latencies, 0.99),
+        "lag_p99_ms": _pct(lags, 0.99),
     }
 
 
@@ -272,7 +280,8 @@ def main(argv: list[str]) -> None:
         f"latency ~ {args.concurrency} / throughput)\n"
         f"  open loop, {args.concurrency} in flight at {args.rate:.0f}/s: p50 {opened['p50_ms']:7.1f} ms  "
         f"p99 {opened['p99_ms']:7.1f} ms  {opened['rps']:6.0f} req/s achieved  "
-        f"({_verdict(opened['p99_ms'])})\n"
+        f"({_verdict(opened['p99_ms'])}; of which the callers' own lateness p99 "
+        f"{opened['lag_p99_ms']:.1f} ms)\n"
         f"  server CPU: {closed['requests'] / max(cpu, 1e-9):.0f} requests per CPU-second "
         f"({cpu:.1f} CPU-s for {closed['requests']:.0f} closed-loop requests)"
     )
