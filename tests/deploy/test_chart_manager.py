@@ -214,3 +214,14 @@ def test_slo_controller_config_is_koordinators_and_the_manager_takes_it() -> Non
     assert config.update(config_map["data"]) == [], "every key parses"
     assert config.colocation({}).enable is True
     assert config.strategy("resource-threshold-config", {})["enable"] is True
+
+
+def test_an_alpha_webhook_is_registered_when_its_gate_is_on() -> None:
+    assert "vconfigmap.koordinator.sh" not in webhooks(render())
+    objects = render({"featureGates": "ConfigMapValidatingWebhook=true"})
+    hook = webhooks(objects)["vconfigmap.koordinator.sh"]
+    assert hook["clientConfig"]["service"]["path"] == "/validate-configmap"
+    assert hook["failurePolicy"] == "Fail"  # Koordinator's: a bad slo-controller-config is never stored
+    assert hook["rules"][0]["resources"] == ["configmaps"]
+    assert set(hook["rules"][0]["operations"]) == {"CREATE", "UPDATE", "DELETE"}
+    assert _grants(objects, "", "nodes", "list")  # the check reads the nodes
