@@ -43,7 +43,12 @@ from koord_framework.manager.sloconfig import (
 from koord_framework.manager.webhook.admission import AdmissionHandler, AdmissionRequest, Denied
 from koord_framework.plugin import PluginArgs
 
-__all__ = ["SLOConfigArgs", "SLOConfigValidation", "check_slo_controller_config"]
+__all__ = [
+    "SLOConfigArgs",
+    "SLOConfigValidation",
+    "check_slo_controller_config",
+    "existing_node_conflict",
+]
 
 CHECKED_KEYS = (COLOCATION, RESOURCE_THRESHOLD, RESOURCE_QOS, SYSTEM, CPU_BURST)
 """Koordinator's ``CreateCheckersAll`` order (host-application, cpu-normalization and
@@ -207,6 +212,33 @@ def check_slo_controller_config(
                     ),
                     400,
                 )
+
+
+def existing_node_conflict(data: Mapping[str, Any], node: Mapping[str, Any]) -> None:
+    """Raise ``Denied`` (400) when two node strategies of one key of the stored ``slo-controller-config``
+    select ``node`` (the node webhook's check, Koordinator's ``CreateCheckersAll(nil, cfg, true)`` then
+    ``ExistNodeConflict``); keys that do not parse are left out, as Koordinator skips them."""
+    meta = node.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    for key in CHECKED_KEYS:
+        text = data.get(key)
+        if not isinstance(text, str) or not text:
+            continue
+        try:
+            checker = _Checker(key, _strategies(key, json.loads(text)))
+        except (ValueError, Denied):
+            continue
+        if len(checker.strategies) < 2:
+            continue
+        matched = checker.matching(labels)
+        if len(matched) > 1:
+            raise Denied(
+                json_error(
+                    REASON_EXIST_NODE_CONFLICT,
+                    {"config": key, "strategies": matched, "exampleNodes": [meta.get("name")]},
+                ),
+                400,
+            )
 
 
 class SLOConfigValidation(AdmissionHandler[SLOConfigArgs]):
