@@ -155,8 +155,12 @@ class ComponentRunner:
         backoff: tuple[float, float] = (1.0, 30.0),
         grace: float = 30.0,
         err: TextIO | None = None,
+        also_ready: Callable[[], bool] | None = None,
     ) -> None:
+        """``also_ready``: what must be ready besides the work on every replica, leader or standby (the
+        manager's webhook server: every replica serves admissions)."""
         self.name = name
+        self.also_ready = also_ready
         self.build = build
         self.registry = registry if registry is not None else CollectorRegistry()
         self.cluster = cluster
@@ -211,6 +215,8 @@ class ComponentRunner:
 
     def ready(self) -> bool:
         if not self.healthy() or not self._connected.is_set():
+            return False
+        if self.also_ready is not None and not self.also_ready():
             return False
         if self.leader_election is not None and not self._leading.is_set():
             return True  # a standby serves health and metrics, by design

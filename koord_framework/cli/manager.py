@@ -244,6 +244,7 @@ def run(
             leader_election=lease,
             missing_kinds=MISSING_KINDS,
             fence=fence,
+            also_ready=webhook.ready if webhook is not None else None,
         )
         return runner.run(stop)
     finally:

@@ -6,6 +6,7 @@ Each flag defaults to Koordinator's environment variable, then to Koordinator's 
     --webhook-host        WEBHOOK_HOST        "" (the configurations call the Service)
     --webhook-cert-dir    WEBHOOK_CERT_DIR    /tmp/koordinator-webhook-certs
     --webhook-cert-writer WEBHOOK_CERT_WRITER secret, or fs with a host; external: mounted, checked
+    --webhook-workers     (koord's own)       the CPUs the manager may use
 
 and ``POD_NAMESPACE`` (koordinator-system), ``SECRET_NAME`` (koordinator-webhook-certs), ``SERVICE_NAME``
 (koordinator-webhook-service), ``MUTATING_WEBHOOK_NAME`` / ``VALIDATING_WEBHOOK_NAME``
@@ -66,6 +67,14 @@ def add_webhook_flags(parser: argparse.ArgumentParser) -> None:
         help="default $WEBHOOK_CERT_DIR or /tmp/koordinator-webhook-certs",
     )
     g.add_argument(
+        "--webhook-workers",
+        type=int,
+        default=None,
+        metavar="N",
+        help="processes serving the webhook port, sharing it (default: the CPUs the manager may use; "
+        "1: in the manager's own process)",
+    )
+    g.add_argument(
         "--webhook-cert-writer",
         choices=("secret", "fs", "external"),
         default=None,
@@ -83,6 +92,13 @@ def settings_from(args: argparse.Namespace, environ: Mapping[str, str] | None = 
     port = args.webhook_port if args.webhook_port is not None else _env_port(env)
     if not 0 <= port <= 65535:
         raise KoordError(f"--webhook-port {port} is not a port")
+    from koord_framework.manager.webhook.workers import default_workers
+
+    workers = (
+        args.webhook_workers if getattr(args, "webhook_workers", None) is not None else default_workers()
+    )
+    if workers < 1:
+        raise KoordError(f"--webhook-workers {workers}: at least 1 process must serve the webhooks")
     return WebhookSettings(
         cert_dir=Path(
             args.webhook_cert_dir or env.get("WEBHOOK_CERT_DIR") or "/tmp/koordinator-webhook-certs"
@@ -98,6 +114,7 @@ def settings_from(args: argparse.Namespace, environ: Mapping[str, str] | None = 
         validating_configuration=env.get("VALIDATING_WEBHOOK_NAME")
         or "koordinator-validating-webhook-configuration",
         cert_writer=cast("CertWriter | None", writer),
+        workers=workers,
     )
 
 

@@ -56,46 +56,48 @@ class ColocationStrategy(BaseModel):
         frozen=True, extra="ignore", alias_generator=to_camel, populate_by_name=True, strict=False
     )
 
+    # Bounds: Koordinator's ``validate`` tags (``ColocationStrategy`` in apis/configuration), so that the
+    # controller and the ConfigMap webhook refuse the same values.
     enable: bool = False
     """Whether colocation (batch resources, NodeMetric reporting for it) is on for the node."""
-    metric_aggregate_duration_seconds: int = 300
+    metric_aggregate_duration_seconds: int = Field(300, ge=1)
     """Window the koordlet aggregates node usage over."""
-    metric_report_interval_seconds: int = 60
+    metric_report_interval_seconds: int = Field(60, ge=1)
     """How often the koordlet reports the NodeMetric."""
     metric_aggregate_policy: dict[str, Any] = Field(default_factory=dict)
     """``{durations: [...]}``: the aggregated usage windows the NodeMetric carries."""
     metric_memory_collect_policy: str = "usageWithoutPageCache"
     """``usageWithoutPageCache`` or ``usageWithHotPageCache`` / ``usageWithPageCache``."""
-    cpu_reclaim_threshold_percent: int = Field(60, alias="cpuReclaimThresholdPercent")
+    cpu_reclaim_threshold_percent: int = Field(60, alias="cpuReclaimThresholdPercent", ge=0)
     """Share of node CPU capacity batch resources may be computed against (the rest is safety margin)."""
     cpu_calculate_policy: CalculatePolicy = "usage"
     """``usage`` or ``maxUsageRequest`` (batch CPU)."""
-    memory_reclaim_threshold_percent: int = 65
+    memory_reclaim_threshold_percent: int = Field(65, ge=0)
     """Share of node memory capacity batch memory may be computed against."""
     memory_calculate_policy: CalculatePolicy = "usage"
     """``usage``, ``request`` or ``maxUsageRequest`` (batch memory)."""
-    degrade_time_minutes: int = 15
+    degrade_time_minutes: int = Field(15, ge=1)
     """A NodeMetric older than this resets the node's batch resources."""
-    update_time_threshold_seconds: int = 300
+    update_time_threshold_seconds: int = Field(300, ge=1)
     """The node status is written at least this often even when the values barely moved."""
-    resource_diff_threshold: float = 0.1
+    resource_diff_threshold: float = Field(0.1, gt=0, le=1)
     """Relative change of a batch resource that makes the node status be written at once."""
-    mid_cpu_threshold_percent: int | None = Field(100, alias="midCPUThresholdPercent")
+    mid_cpu_threshold_percent: int | None = Field(100, alias="midCPUThresholdPercent", ge=0, le=100)
     """Cap of mid CPU, percent of capacity."""
-    mid_memory_threshold_percent: int | None = 100
+    mid_memory_threshold_percent: int | None = Field(100, ge=0, le=100)
     """Cap of mid memory, percent of capacity."""
-    mid_unallocated_percent: int | None = 0
+    mid_unallocated_percent: int | None = Field(0, ge=0, le=100)
     """Share of unallocated resources counted as mid."""
     mid_reclaim_mode: str | None = None
     """``static``: mid resources are a fixed share of capacity (the two percents below); otherwise they
     follow the NodeMetric's prod-reclaimable resources."""
-    mid_static_cpu_reserved_percent: int | None = Field(0, alias="midStaticCPUReservedPercent")
+    mid_static_cpu_reserved_percent: int | None = Field(0, alias="midStaticCPUReservedPercent", ge=0, le=100)
     """``static`` mode: mid CPU as a percent of capacity."""
-    mid_static_memory_reserved_percent: int | None = 0
+    mid_static_memory_reserved_percent: int | None = Field(0, ge=0, le=100)
     """``static`` mode: mid memory as a percent of capacity."""
-    batch_cpu_threshold_percent: int | None = Field(None, alias="batchCPUThresholdPercent")
+    batch_cpu_threshold_percent: int | None = Field(None, alias="batchCPUThresholdPercent", ge=0)
     """Cap of batch CPU, percent of capacity (none: no cap)."""
-    batch_memory_threshold_percent: int | None = None
+    batch_memory_threshold_percent: int | None = Field(None, ge=0)
     """Cap of batch memory, percent of capacity (none: no cap)."""
 
     @classmethod

@@ -215,3 +215,32 @@ def test_slo_controller_config_is_koordinators_and_the_manager_takes_it() -> Non
     assert config.update(config_map["data"]) == [], "every key parses"
     assert config.colocation({}).enable is True
     assert config.strategy("resource-threshold-config", {})["enable"] is True
+
+
+def test_an_alpha_webhook_is_registered_when_its_gate_is_on() -> None:
+    assert "vconfigmap.koordinator.sh" not in webhooks(render())
+    objects = render({"featureGates": "ConfigMapValidatingWebhook=true"})
+    hook = webhooks(objects)["vconfigmap.koordinator.sh"]
+    assert hook["clientConfig"]["service"]["path"] == "/validate-configmap"
+    assert hook["failurePolicy"] == "Fail"  # Koordinator's: a bad slo-controller-config is never stored
+    assert hook["rules"][0]["resources"] == ["configmaps"]
+    assert set(hook["rules"][0]["operations"]) == {"CREATE", "UPDATE", "DELETE"}
+    assert _grants(objects, "", "nodes", "list")  # the check reads the nodes
+
+
+def test_the_node_webhooks_follow_their_gates_and_policies() -> None:
+    hooks = webhooks(render())
+    assert "vnode.koordinator.sh" not in hooks and "mnode-status.koordinator.sh" not in hooks
+    objects = render(
+        {
+            "featureGates": "NodeMutatingWebhook=true,NodeValidatingWebhook=true",
+            "webhookConfiguration": {"failurePolicy": {"nodes": "Fail", "nodeStatus": "Ignore"}},
+        }
+    )
+    hooks = webhooks(objects)
+    status = hooks["mnode-status.koordinator.sh"]
+    assert status["clientConfig"]["service"]["path"] == "/mutate-node-status"
+    assert status["rules"][0]["resources"] == ["nodes/status"] and status["failurePolicy"] == "Ignore"
+    node = hooks["vnode.koordinator.sh"]
+    assert node["clientConfig"]["service"]["path"] == "/validate-node"
+    assert node["rules"][0]["resources"] == ["nodes"] and node["failurePolicy"] == "Fail"

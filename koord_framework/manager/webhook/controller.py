@@ -55,6 +55,8 @@ class WebhookSettings:
     service_name: str = "koordinator-webhook-service"
     mutating_configuration: str = "koordinator-mutating-webhook-configuration"
     validating_configuration: str = "koordinator-validating-webhook-configuration"
+    workers: int = 1
+    """Processes serving the port (``--webhook-workers``); 1 serves in the manager's own process."""
     cert_writer: CertWriter | None = None
     """``None``: ``fs`` when ``host`` is set, else ``secret`` (Koordinator's choice)."""
 

@@ -20,6 +20,7 @@ from koord_framework.manager.webhook.admission import GROUP, AdmissionHandler, G
 from koord_framework.manager.webhook.controller import WebhookController, WebhookSettings
 from koord_framework.manager.webhook.dispatch import Dispatcher
 from koord_framework.manager.webhook.server import WebhookServer
+from koord_framework.manager.webhook.workers import WorkerPool, check_names
 
 __all__ = ["WebhookRuntime", "load_handlers"]
 
@@ -60,6 +61,7 @@ class WebhookRuntime:
         self.dispatcher = Dispatcher(self.handlers, registry)
         self.informer = SharedInformer(cluster)
         self.server: WebhookServer | None = None
+        self.pool: WorkerPool | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         paths = self.dispatcher.paths
@@ -75,36 +77,68 @@ class WebhookRuntime:
         if self.server is not None:
             self.server.reload()
             log.info("webhook server: serving certificate (re)loaded from %s", self.settings.cert_dir)
+        if self.pool is not None:
+            self.pool.reload()
+            log.info(
+                "webhook workers: told to (re)load the serving certificate from %s", self.settings.cert_dir
+            )
+
+    @property
+    def port(self) -> int:
+        """The port served (the bound one when the settings asked for 0)."""
+        if self.pool is not None:
+            return self.pool.port
+        if self.server is not None:
+            return self.server.port
+        raise RuntimeError("webhook runtime not started")
 
     def start(self) -> None:
         try:
-            for kind in sorted({k for h in self.handlers for k in h.watches}):
+            watches = sorted({k for h in self.handlers for k in h.watches})
+            for kind in watches:
                 self.informer.ensure(kind)
-            for handler in self.handlers:
-                handler.bind(_Lister(self.informer), self.gates)
-            self.server = WebhookServer(
-                self.dispatcher,
-                host=self.settings.bind_host,
-                port=self.settings.port,
-                cert_dir=self.settings.cert_dir,
-            )
+            if self.settings.workers > 1:
+                self.pool = WorkerPool(
+                    self.informer,
+                    names=check_names(self.handlers),
+                    gates_on=_gates_on(self.gates),
+                    watches=watches,
+                    host=self.settings.bind_host,
+                    port=self.settings.port,
+                    cert_dir=self.settings.cert_dir,
+                    count=self.settings.workers,
+                )
+            else:
+                for handler in self.handlers:
+                    handler.bind(_Lister(self.informer), self.gates)
+                self.server = WebhookServer(
+                    self.dispatcher,
+                    host=self.settings.bind_host,
+                    port=self.settings.port,
+                    cert_dir=self.settings.cert_dir,
+                )
         except BaseException:
             self.close()
             raise
-        self.server.start()
+        if self.pool is not None:
+            self.pool.start()
+        if self.server is not None:
+            self.server.start()
         self._thread = threading.Thread(
             target=self.controller.run, args=(self._stop,), name="webhook-controller", daemon=True
         )
         self._thread.start()
         log.info(
-            "webhook server on %s:%d serving %s",
+            "webhook server on %s:%d (%s) serving %s",
             self.settings.bind_host,
-            self.server.port,
+            self.port,
+            f"{self.settings.workers} worker processes" if self.pool is not None else "in process",
             ", ".join(sorted(self.dispatcher.paths)),
         )
 
     def ready(self) -> bool:
-        return self.controller.initialized.is_set()
+        """Certificates and configurations synced once, and (with workers) every worker serving."""
+        return self.controller.initialized.is_set() and (self.pool is None or self.pool.ready())
 
     def close(self) -> None:
         self._stop.set()
@@ -114,9 +148,20 @@ class WebhookRuntime:
         if self.server is not None:
             self.server.close()
             self.server = None
+        if self.pool is not None:
+            self.pool.close()
+            self.pool = None
         self.informer.stop()
         for handler in self.handlers:
             handler.close()
+
+
+def _gates_on(gates: Gates | None) -> frozenset[str]:
+    """The gates ``gates`` has on, by name (what a worker process is given: the object may not pickle)."""
+    if gates is None:
+        return frozenset()
+    names = getattr(gates, "specs", None) or getattr(gates, "values", None) or {}
+    return frozenset(name for name in names if gates.enabled(name))
 
 
 class _Lister:

@@ -8,6 +8,7 @@ from koord_plugin_colocationprofile import (
     ClusterColocationProfile,
     ExtendedResourceSpec,
     PodColocationValidation,
+    ReservationColocationProfile,
 )
 
 from koord_framework.testing.conformance import AdmissionHandlerConformance
@@ -40,3 +41,8 @@ class TestExtendedResourceSpecConformance(AdmissionHandlerConformance):
 
 class TestPodColocationValidationConformance(AdmissionHandlerConformance):
     plugin_class = PodColocationValidation
+
+
+class TestReservationColocationProfileConformance(AdmissionHandlerConformance):
+    plugin_class = ReservationColocationProfile
+    cluster_objects: ClassVar[dict[str, list[dict[str, Any]]]] = OBJECTS

@@ -3,6 +3,8 @@
 ``/mutate-pod`` (Koordinator's ``PodMutatingHandler.handleCreate``, on CREATE only):
 ``ClusterColocationProfile`` (order 10), then ``ExtendedResourceSpec`` (order 20).
 ``/validate-pod``: ``PodColocationValidation`` (Koordinator's ``clusterColocationProfileValidatingPod``).
+``/mutate-reservation``: ``ReservationColocationProfile`` (Koordinator's reservation webhook, gate
+``ReservationMutatingWebhook``): here because it applies the profiles this distribution owns.
 """
 
 from __future__ import annotations
@@ -16,13 +18,19 @@ from koord_framework.manager.webhook.admission import AdmissionHandler, Admissio
 from koord_framework.plugin import NoArgs
 from koord_plugin_colocationprofile.mutation import (
     apply_profile,
+    apply_profile_to_reservation,
     mutate_extended_resource_spec,
     mutate_pod_resource_spec,
 )
 from koord_plugin_colocationprofile.profile import ColocationProfile, ProfileError, parse_profile
 from koord_plugin_colocationprofile.validation import validate_pod
 
-__all__ = ["ClusterColocationProfile", "ExtendedResourceSpec", "PodColocationValidation"]
+__all__ = [
+    "ClusterColocationProfile",
+    "ExtendedResourceSpec",
+    "PodColocationValidation",
+    "ReservationColocationProfile",
+]
 
 KIND = "ClusterColocationProfile"
 
@@ -30,6 +38,25 @@ KIND = "ClusterColocationProfile"
 def _labels(obj: Mapping[str, Any] | None) -> Mapping[str, str]:
     labels = ((obj or {}).get("metadata") or {}).get("labels") or {}
     return labels if isinstance(labels, Mapping) else {}
+
+
+class _ProfileCache:
+    """Profiles parsed once per resourceVersion (hot path: every admission lists them all)."""
+
+    def __init__(self) -> None:
+        self._parsed: dict[tuple[str, str], ColocationProfile] = {}
+
+    def get(self, obj: Mapping[str, Any]) -> ColocationProfile:
+        meta = obj.get("metadata") or {}
+        key = (str(meta.get("name") or ""), str(meta.get("resourceVersion") or ""))
+        found = self._parsed.get(key)
+        if found is None or not key[1]:
+            found = parse_profile(obj)
+            if key[1]:
+                if len(self._parsed) > 4096:
+                    self._parsed.clear()
+                self._parsed[key] = found
+        return found
 
 
 class ClusterColocationProfile(AdmissionHandler[NoArgs]):
@@ -48,20 +75,10 @@ class ClusterColocationProfile(AdmissionHandler[NoArgs]):
     def __init__(self, args: NoArgs | Mapping[str, Any] | None = None) -> None:
         super().__init__(args)
         self.rand_intn = random.Random().randrange  # randIntnFn: replaced by tests
-        self._parsed: dict[tuple[str, str], ColocationProfile] = {}
+        self._profiles = _ProfileCache()
 
     def _profile(self, obj: Mapping[str, Any]) -> ColocationProfile:
-        # Profiles are parsed once per resourceVersion (hot path: every pod creation lists them all).
-        meta = obj.get("metadata") or {}
-        key = (str(meta.get("name") or ""), str(meta.get("resourceVersion") or ""))
-        found = self._parsed.get(key)
-        if found is None or not key[1]:
-            found = parse_profile(obj)
-            if key[1]:
-                if len(self._parsed) > 4096:
-                    self._parsed.clear()
-                self._parsed[key] = found
-        return found
+        return self._profiles.get(obj)
 
     def _matches(self, selector: LabelSelector | None, error: str, labels: Mapping[str, str]) -> bool:
         # Koordinator skips a profile only when the selector parsed and did not match: a selector that does
@@ -121,6 +138,58 @@ class ClusterColocationProfile(AdmissionHandler[NoArgs]):
             self.mutate(obj)
         except ProfileError as exc:
             # A profile that cannot be applied is the manager's problem, not the pod's: failure policy.
+            raise RuntimeError(str(exc)) from None
+
+
+class ReservationColocationProfile(AdmissionHandler[NoArgs]):
+    """Applies every matching ClusterColocationProfile to a Reservation being created (Koordinator's
+    ``/mutate-reservation``; no namespace selector, no resource rewrite)."""
+
+    name = "ReservationColocationProfile"
+    Args = NoArgs
+    path: ClassVar[str] = "/mutate-reservation"
+    mutating: ClassVar[bool] = True
+    order: ClassVar[int] = 10
+    resources: ClassVar[tuple[str, ...]] = ("reservations",)
+    watches: ClassVar[tuple[str, ...]] = (KIND, "PriorityClass")
+    gate: ClassVar[str] = "ReservationMutatingWebhook"
+
+    def __init__(self, args: NoArgs | Mapping[str, Any] | None = None) -> None:
+        super().__init__(args)
+        self.rand_intn = random.Random().randrange  # randIntnFn: replaced by tests
+        self._profiles = _ProfileCache()
+
+    def matching(self, reservation: Mapping[str, Any]) -> list[ColocationProfile]:
+        matched = []
+        for obj in self.lister.list(KIND):
+            profile = self._profiles.get(obj)
+            # Koordinator skips only a selector that parsed and did not match (an empty one matches all).
+            selector = profile.selector
+            if (
+                selector is not None
+                and not profile.selector_error
+                and not selector.empty()
+                and not selector.matches(_labels(reservation))
+            ):
+                continue
+            matched.append(profile)
+        return sorted(matched, key=lambda p: p.name)
+
+    def admit(self, request: AdmissionRequest, obj: dict[str, Any]) -> None:
+        if request.operation != "CREATE":
+            return
+        try:
+            for profile in self.matching(obj):
+                percent = profile.percent()
+                if percent == 0 or (percent != 100 and self.rand_intn(100) > percent):
+                    continue
+                out = apply_profile_to_reservation(
+                    obj, profile, lambda name: self.lister.get("PriorityClass", name)
+                )
+                if out is not obj:
+                    obj.clear()
+                    obj.update(out)
+        except ProfileError as exc:
             raise RuntimeError(str(exc)) from None
 
 

@@ -26,6 +26,7 @@ __all__ = [
     "BATCH_RESOURCES",
     "RESOURCE_NAME_MAP",
     "apply_profile",
+    "apply_profile_to_reservation",
     "extended_resource_spec",
     "mutate_extended_resource_spec",
     "mutate_pod_resource_spec",
@@ -52,13 +53,10 @@ def _map(obj: dict[str, Any], key: str) -> dict[str, Any]:
     return value
 
 
-def apply_profile(
-    pod: dict[str, Any], profile: ColocationProfile, priority_class: PriorityClassLookup
-) -> dict[str, Any]:
-    """``doMutateByColocationProfile``: the pod after ``profile`` (the patch may replace the whole dict, so
-    the result is returned; ``pod`` is changed in place up to the patch)."""
-    meta = _map(pod, "metadata")
-    spec = _map(pod, "spec")
+def _apply_metadata(obj: dict[str, Any], profile: ColocationProfile) -> None:
+    """Labels, annotations, key mappings, suffixes, the QoS and koordinator-priority labels. They touch
+    only metadata, so doing them before the spec fields keeps Koordinator's order's result."""
+    meta = _map(obj, "metadata")
     if profile.labels:
         _map(meta, "labels").update(profile.labels)
     if profile.annotations:
@@ -76,10 +74,18 @@ def apply_profile(
         for key, suffix in profile.label_suffixes.items():
             if key in labels:
                 labels[key] = f"{labels[key]}{suffix}"
-    if profile.scheduler_name:
-        spec["schedulerName"] = profile.scheduler_name
     if profile.qos_class:
         _map(meta, "labels")[LABEL_QOS_CLASS] = profile.qos_class
+    if profile.koordinator_priority is not None:
+        _map(meta, "labels")[LABEL_PRIORITY] = str(profile.koordinator_priority)
+
+
+def _apply_pod_spec(
+    spec: dict[str, Any], profile: ColocationProfile, priority_class: PriorityClassLookup
+) -> None:
+    """schedulerName, then priorityClassName with the class's value and preemption policy."""
+    if profile.scheduler_name:
+        spec["schedulerName"] = profile.scheduler_name
     if profile.priority_class_name:
         pc = priority_class(profile.priority_class_name)
         if pc is None:
@@ -94,11 +100,39 @@ def apply_profile(
             spec.pop("preemptionPolicy", None)
         else:
             spec["preemptionPolicy"] = policy
-    if profile.koordinator_priority is not None:
-        _map(meta, "labels")[LABEL_PRIORITY] = str(profile.koordinator_priority)
+
+
+def apply_profile(
+    pod: dict[str, Any], profile: ColocationProfile, priority_class: PriorityClassLookup
+) -> dict[str, Any]:
+    """``doMutateByColocationProfile``: the pod after ``profile`` (the patch may replace the whole dict, so
+    the result is returned; ``pod`` is changed in place up to the patch)."""
+    _map(pod, "metadata")
+    spec = _map(pod, "spec")
+    _apply_metadata(pod, profile)
+    _apply_pod_spec(spec, profile, priority_class)
     if profile.patch:
         return strategic_merge(pod, profile.patch)
     return pod
+
+
+def apply_profile_to_reservation(
+    reservation: dict[str, Any], profile: ColocationProfile, priority_class: PriorityClassLookup
+) -> dict[str, Any]:
+    """The reservation webhook's ``doMutateByColocationProfile``: the same metadata; schedulerName and the
+    priority class go into ``spec.template.spec`` when the reservation has a template; the patch applies to
+    the Reservation. No resource rewrite (Koordinator's TODO)."""
+    _map(reservation, "metadata")
+    spec = _map(reservation, "spec")
+    _apply_metadata(reservation, profile)
+    template = spec.get("template")
+    if template is not None:
+        if not isinstance(template, dict):
+            raise ValueError(f"spec.template: must be an object, got {type(template).__name__}")
+        _apply_pod_spec(_map(template, "spec"), profile, priority_class)
+    if profile.patch:
+        return strategic_merge(reservation, profile.patch)
+    return reservation
 
 
 def _replace_and_erase(resources: dict[str, Any], mapping: Mapping[str, str], name: str, where: str) -> bool:

@@ -1,0 +1,360 @@
+"""Several worker processes serving the webhook port (``--webhook-workers``).
+
+One Python process answers admissions on one core at a time (the GIL), and under load the API server's calls
+queue behind each other. The manager therefore binds the port once and starts ``count`` worker processes
+that all accept on that one listening socket (a pre-forked accept loop: the kernel hands each connection to
+one worker). Each worker builds the same handlers (by their entry-point names, with the same feature gates)
+and serves with its own ``WebhookServer``; the manager process keeps everything that must exist once:
+
+* the informer: every worker's handlers read a copy of the watched kinds, fed over the worker's pipe by an
+  informer handler registered for it (the cached objects first, then every change in order), so a
+  ClusterColocationProfile created or changed reaches every worker;
+* the webhook controller: when it writes new certificates it tells every worker to reload them from the cert
+  dir (rotation without a restart, in every worker);
+* readiness: ready once every worker has its copy of the cache and a serving certificate;
+* supervision: a worker that dies is logged and started again (not ready until it serves again);
+  ``close()`` stops every worker and waits for it.
+
+Workers are started with ``spawn`` (not ``fork``): the manager has threads (informer, controllers, HTTP
+clients) whose locks a forked child would inherit held.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import multiprocessing as mp
+import os
+import signal
+import socket
+import threading
+import time
+from collections.abc import Callable, Sequence
+from multiprocessing.connection import Connection, wait
+from pathlib import Path
+from typing import Any, cast
+
+from koord_framework.cluster.informer import SharedInformer
+from koord_framework.cluster.port import Obj
+from koord_framework.errors import KoordError
+from koord_framework.manager.webhook.admission import GROUP, AdmissionHandler
+from koord_framework.manager.webhook.dispatch import Dispatcher
+from koord_framework.manager.webhook.server import WebhookServer, listen
+
+__all__ = ["WorkerPool", "default_workers"]
+
+log = logging.getLogger("koord.manager.webhook")
+
+_RESTART_BACKOFF = (1.0, 30.0)
+
+
+def default_workers() -> int:
+    """The CPUs this process may run on (a container's cpuset, not the host's count)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+class _Gates:
+    def __init__(self, on: frozenset[str]) -> None:
+        self.on = on
+
+    def enabled(self, name: str) -> bool:
+        return name in self.on
+
+
+class _Store:
+    """A worker's copy of the watched kinds (the handlers' ``Lister``)."""
+
+    def __init__(self, namespaced: dict[str, bool]) -> None:
+        self.namespaced = namespaced
+        self.objects: dict[str, dict[tuple[str, str], dict[str, Any]]] = {k: {} for k in namespaced}
+        self.lock = threading.Lock()
+
+    @staticmethod
+    def key(obj: dict[str, Any]) -> tuple[str, str]:
+        meta = obj.get("metadata") or {}
+        return (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+
+    def _kind(self, kind: str) -> dict[tuple[str, str], dict[str, Any]]:
+        objs = self.objects.get(kind)
+        if objs is None:
+            raise KeyError(
+                f"kind {kind} is not cached in webhook workers: add it to the handler's `watches` "
+                f"(cached: {', '.join(sorted(self.objects)) or 'none'})"
+            )
+        return objs
+
+    def get(self, kind: str, name: str, namespace: str = "") -> dict[str, Any] | None:
+        objs = self._kind(kind)
+        if self.namespaced[kind]:
+            namespace = namespace or "default"
+        with self.lock:
+            return objs.get((namespace, name))
+
+    def list(self, kind: str, namespace: str | None = None) -> list[dict[str, Any]]:
+        objs = self._kind(kind)
+        with self.lock:
+            if namespace is None:
+                return list(objs.values())
+            return [o for (ns, _), o in objs.items() if ns == namespace]
+
+
+def _worker_main(
+    conn: Connection,
+    listener: socket.socket,
+    cert_dir: str | None,
+    names: Sequence[str],
+    gates_on: frozenset[str],
+    namespaced: dict[str, bool],
+) -> None:
+    """A worker: build the handlers, serve ``listener``, follow the manager's messages until told to stop
+    (or until the manager's end of the pipe closes)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the manager stops us
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s[worker]: %(message)s")
+    from koord_framework.registry import PluginRegistry
+
+    classes = PluginRegistry.discover(GROUP).load_all()
+    store = _Store(namespaced)
+    gates = _Gates(gates_on)
+    # Every worker wakes for a new connection, one accepts it: the others must get EAGAIN, not block in
+    # accept() (where a shutdown would wait for the next connection).
+    listener.setblocking(False)
+    handlers: list[AdmissionHandler[Any]] = [cast("AdmissionHandler[Any]", classes[n]()) for n in names]
+    for h in handlers:
+        h.bind(store, gates)
+    server = WebhookServer(
+        Dispatcher(handlers), cert_dir=Path(cert_dir) if cert_dir is not None else None, sock=listener
+    )
+    server.start()
+    synced = certified = reported = False
+
+    def certify() -> bool:
+        try:
+            server.reload()
+            return True
+        except ValueError as exc:  # not written yet by the manager's controller: it says when
+            log.info("webhook worker %d: %s", os.getpid(), exc)
+            return False
+
+    try:
+        while True:
+            try:
+                msg = conn.recv()
+            except (EOFError, OSError):
+                break  # the manager is gone
+            op = msg[0]
+            if op == "put":
+                with store.lock:
+                    store.objects[msg[1]][_Store.key(msg[2])] = msg[2]
+            elif op == "del":
+                with store.lock:
+                    store.objects[msg[1]].pop(_Store.key(msg[2]), None)
+            elif op == "synced":
+                synced = True
+                certified = certified or certify()
+            elif op == "reload":
+                certified = certify() or certified
+            elif op == "stop":
+                break
+            if synced and certified and not reported:
+                conn.send(("ready", os.getpid()))
+                reported = True
+    finally:
+        server.close()
+        for h in handlers:
+            h.close()
+
+
+class _Worker:
+    def __init__(self, process: Any, conn: Connection, unsubscribe: list[Callable[[], None]]) -> None:
+        self.process = process
+        self.conn = conn
+        self.unsubscribe = unsubscribe
+        self.ready = False
+        self.send_lock = threading.Lock()
+
+    def send(self, msg: tuple[Any, ...]) -> None:
+        # A dead worker's pipe fails: the supervisor restarts it.
+        with self.send_lock, contextlib.suppress(OSError, ValueError):
+            self.conn.send(msg)
+
+
+class WorkerPool:
+    """``count`` worker processes serving ``host:port`` with the handlers named ``names``."""
+
+    def __init__(
+        self,
+        informer: SharedInformer,
+        *,
+        names: Sequence[str],
+        gates_on: frozenset[str],
+        watches: Sequence[str],
+        host: str,
+        port: int,
+        cert_dir: Path | None,
+        count: int,
+    ) -> None:
+        if count < 2:
+            raise ValueError(f"a worker pool needs 2 or more workers, got {count}")
+        self.informer = informer
+        self.names = list(names)
+        self.gates_on = gates_on
+        self.watches = sorted(set(watches))
+        self.cert_dir = cert_dir
+        self.count = count
+        kinds = informer.cluster.kinds
+        self.namespaced = {k: kinds[k].namespaced for k in self.watches}
+        self.listener = listen(host, port)
+        self._ctx = mp.get_context("spawn")
+        self._workers: list[_Worker | None] = [None] * count
+        self._lock = threading.Lock()
+        self._closing = threading.Event()
+        self._supervisor: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        return int(self.listener.getsockname()[1])
+
+    def _spawn(self, slot: int) -> None:
+        parent, child = self._ctx.Pipe()
+        process = self._ctx.Process(
+            target=_worker_main,
+            args=(child, self.listener, _str(self.cert_dir), self.names, self.gates_on, self.namespaced),
+            name=f"koord-manager-webhook-{slot}",
+            daemon=True,
+        )
+        process.start()
+        child.close()
+        worker = _Worker(process, parent, [])
+        for kind in self.watches:
+            worker.unsubscribe.append(self.informer.add_handler(kind, *_forward(worker, kind)))
+        worker.send(("synced",))
+        with self._lock:
+            self._workers[slot] = worker
+        log.info("webhook worker %d started (pid %s)", slot, process.pid)
+
+    def start(self) -> None:
+        for slot in range(self.count):
+            self._spawn(slot)
+        self._supervisor = threading.Thread(target=self._supervise, name="webhook-workers", daemon=True)
+        self._supervisor.start()
+
+    def reload(self) -> None:
+        """Tell every worker to load the certificates in the cert dir again."""
+        for worker in self._current():
+            worker.send(("reload",))
+
+    def ready(self) -> bool:
+        workers = self._current()
+        return len(workers) == self.count and all(w.ready and w.process.is_alive() for w in workers)
+
+    def _current(self) -> list[_Worker]:
+        with self._lock:
+            return [w for w in self._workers if w is not None]
+
+    def _supervise(self) -> None:
+        restarts: dict[int, float] = {}
+        while not self._closing.is_set():
+            with self._lock:
+                slots = {id(w.conn): (i, w) for i, w in enumerate(self._workers) if w is not None}
+            waitables: list[Any] = []
+            for _, w in slots.values():
+                waitables += [w.conn, w.process.sentinel]
+            for ready in wait(waitables, timeout=0.5):
+                if self._closing.is_set():
+                    return
+                for slot, w in slots.values():
+                    if ready is w.conn:
+                        try:
+                            msg = w.conn.recv()
+                        except (EOFError, OSError):
+                            continue  # its sentinel says the rest
+                        if msg[0] == "ready":
+                            w.ready = True
+                            log.info("webhook worker %d (pid %s) serving", slot, msg[1])
+                    elif ready == w.process.sentinel and not w.process.is_alive():
+                        self._restart(slot, w, restarts)
+
+    def _restart(self, slot: int, worker: _Worker, restarts: dict[int, float]) -> None:
+        for remove in worker.unsubscribe:
+            remove()
+        worker.conn.close()
+        with self._lock:
+            self._workers[slot] = None
+        backoff = restarts.get(slot, 0.0)
+        backoff = min(_RESTART_BACKOFF[1], max(_RESTART_BACKOFF[0], backoff * 2))
+        restarts[slot] = backoff
+        log.error(
+            "webhook worker %d (pid %s) exited with code %s; starting it again in %.0fs",
+            slot,
+            worker.process.pid,
+            worker.process.exitcode,
+            backoff,
+        )
+        if self._closing.wait(backoff):
+            return
+        try:
+            self._spawn(slot)
+        except Exception:  # retried on the next death check
+            log.exception("webhook worker %d could not be started", slot)
+
+    def close(self) -> None:
+        self._closing.set()
+        if self._supervisor is not None:
+            self._supervisor.join(timeout=5)
+            self._supervisor = None
+        workers = self._current()
+        for w in workers:
+            for remove in w.unsubscribe:
+                remove()
+            w.send(("stop",))
+        deadline = time.monotonic() + 5
+        for w in workers:
+            w.process.join(max(0.0, deadline - time.monotonic()))
+            if w.process.is_alive():
+                log.warning("webhook worker pid %s did not stop in time; terminating it", w.process.pid)
+                w.process.terminate()
+                w.process.join(2)
+            w.conn.close()
+        with self._lock:
+            self._workers = [None] * self.count
+        self.listener.close()
+
+
+def _forward(
+    worker: _Worker, kind: str
+) -> tuple[Callable[[Obj], None], Callable[[Obj, Obj], None], Callable[[Obj], None]]:
+    """Informer handlers sending ``kind``'s changes to ``worker`` (in the informer's order)."""
+
+    def on_add(obj: Obj) -> None:
+        worker.send(("put", kind, obj))
+
+    def on_update(_old: Obj, obj: Obj) -> None:
+        worker.send(("put", kind, obj))
+
+    def on_delete(obj: Obj) -> None:
+        worker.send(("del", kind, obj))
+
+    return on_add, on_update, on_delete
+
+
+def _str(path: Path | None) -> str | None:
+    return None if path is None else str(path)
+
+
+def check_names(handlers: Sequence[AdmissionHandler[Any]]) -> list[str]:
+    """The entry-point names workers rebuild ``handlers`` by (each must be installed under its name)."""
+    from koord_framework.registry import PluginRegistry
+
+    installed = PluginRegistry.discover(GROUP).load_all()
+    names = []
+    for h in handlers:
+        if installed.get(h.name) is not type(h):
+            raise KoordError(
+                f"admission handler {h.name!r} is not installed in {GROUP} under its name: "
+                "webhook workers can only rebuild installed handlers (use --webhook-workers=1)"
+            )
+        names.append(h.name)
+    return names
