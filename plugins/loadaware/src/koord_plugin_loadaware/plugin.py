@@ -651,6 +651,7 @@ class LoadAwareScheduling(
             thresholds={n: t for n, t in zip(names, thresholds) if t},
             expired=expired,
         )
+
     def explain_node(self, node_name: str) -> ExplainSection:
         """``koord explain node``: usage plus estimates against the thresholds, the assigned pods."""
         from koord_plugin_loadaware.explain import explain_node
