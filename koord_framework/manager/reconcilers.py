@@ -11,7 +11,7 @@ from typing import Any
 from koord_framework.api.resources import format_resource
 from koord_framework.cluster.informer import SharedInformer
 from koord_framework.cluster.port import ClusterPort
-from koord_framework.errors import NotFoundError
+from koord_framework.errors import ClusterError, NotFoundError
 from koord_framework.manager.noderesource import NodeResourcePlugin, ResourceItem, ResourceMetrics
 from koord_framework.manager.sloconfig import SLOConfig
 
@@ -111,6 +111,7 @@ class NodeResourceReconciler(_PerNode):
         # Pods by node, kept by the informer's events: a pass over every node reads each pod once.
         self._pods: dict[str, dict[tuple[str, str], Mapping[str, Any]]] = {}
         self._pods_lock = threading.Lock()
+        self._topology_retry_at = float("-inf")
         self.remove_handler = informer.add_handler(
             "Pod", self._pod_added, self._pod_updated, self._pod_deleted
         )
@@ -150,12 +151,35 @@ class NodeResourceReconciler(_PerNode):
             return items
         metric = self.informer.get("NodeMetric", name)
         pods = self.pods_on(name)
+        metrics = ResourceMetrics(metric, now, self._topology(name))
         for plugin in self.plugins:
             try:
-                items += plugin.calculate(strategy, node, pods, ResourceMetrics(metric, now))
+                items += plugin.calculate(strategy, node, pods, metrics)
             except ValueError as exc:  # bad input on this node: its resources are left as they are
                 log.warning("noderesource: %s on node %s: %s", plugin.name, name, exc)
         return items
+
+    def _topology(self, name: str) -> Mapping[str, Any] | None:
+        now = self.cluster.clock.now()
+        if now < self._topology_retry_at:
+            return None
+        try:
+            return self.informer.get("NodeResourceTopology", name)
+        except (ValueError, ClusterError) as exc:  # the kind is not served (no CRD): no zone-level values
+            # Asked again a minute later, not once per node: following an unserved kind lists it.
+            self._topology_retry_at = now + 60.0
+            log.info("noderesource: NodeResourceTopology not readable, zone values skipped: %s", exc)
+            return None
+
+    def _pre_update(self, node: Mapping[str, Any], items: Sequence[ResourceItem]) -> None:
+        strategy = self.config.colocation(_labels(node))
+        for plugin in self.plugins:
+            try:
+                plugin.pre_update(strategy, node, items, self.cluster)
+            except (ValueError, ClusterError) as exc:  # the node's own status is still written
+                log.warning(
+                    "noderesource: %s pre-update of node %s: %s", plugin.name, node["metadata"]["name"], exc
+                )
 
     def reconcile(self, key: str) -> None:
         node = self.informer.get("Node", key)
@@ -164,6 +188,7 @@ class NodeResourceReconciler(_PerNode):
             return
         now = self.cluster.clock.now()
         items = self.items_for(node, now)
+        self._pre_update(node, items)
         old_status = node.get("status") or {}
         status = {
             **old_status,

@@ -13,6 +13,7 @@ or is older than ``degradeTimeMinutes`` resets the resources (degradation).
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Final
@@ -26,6 +27,8 @@ from koord_framework.api.qos import (
 )
 from koord_framework.api.resources import BATCH_CPU, BATCH_MEMORY, parse_resource_list
 from koord_framework.cluster.clock import parse_time
+from koord_framework.cluster.port import ClusterPort
+from koord_framework.errors import ConflictError, NotFoundError, TooManyRequestsError
 from koord_framework.koordlet.cpuset import parse_cpuset
 from koord_framework.manager.noderesource import (
     ColocationStrategy,
@@ -34,9 +37,14 @@ from koord_framework.manager.noderesource import (
     ResourceMetrics,
 )
 from koord_framework.plugin import NoArgs
+from koord_plugin_batchresource.topology import NRTSyncTimes, update_zone_list, zones_copy
+from koord_plugin_batchresource.zones import CHECKED_RESOURCES, nrt_resources_created, zone_batch_resources
 
 __all__ = ["BatchResource", "BatchResourceArgs", "Calculation", "PodRecords"]
 
+log = logging.getLogger("koord.manager.batchresource")
+
+ANNOTATION_CPU_NORMALIZATION_RATIO: Final = "node.koordinator.sh/cpu-normalization-ratio"
 CPU: Final = "cpu"
 MEMORY: Final = "memory"
 GIGA: Final = 10**9
@@ -147,6 +155,9 @@ class Calculation:
         self.hp_request = _cm({})
         self.hp_used = _cm({})
         self.hp_max_used_req = _cm({})
+        # Kept for the NUMA-level split: HP pods' metric usage by key, unlisted HP pods' usage.
+        self.hp_pod_usage: dict[str, tuple[int, int]] = {}
+        self.dangling_hp_used: list[tuple[int, int]] = []
         infos = pod_infos if pod_infos is not None else [PodInfo.from_manifest(p) for p in pods]
         for info in infos:
             if info.phase not in ("Running", "Pending"):
@@ -163,6 +174,7 @@ class Calculation:
                 self.hp_used = _add(self.hp_used, request)
                 continue
             used = _usage(metric, "podUsage", f"{metric_name} podsMetric {key}")
+            self.hp_pod_usage[key] = (used[CPU], used[MEMORY])
             if info.qos_class == QoSClass.LSE:  # LSE pods never give back their CPU
                 self.hp_used = _add(self.hp_used, {CPU: request[CPU], MEMORY: used[MEMORY]})
             else:
@@ -172,6 +184,7 @@ class Calculation:
             if pm.get("priority") in (PriorityClass.BATCH.value, PriorityClass.FREE.value):
                 continue
             used = _usage(pm, "podUsage", f"{metric_name} podsMetric {key}")
+            self.dangling_hp_used.append((used[CPU], used[MEMORY]))
             self.hp_used = _add(self.hp_used, used)
             self.hp_max_used_req = _add(self.hp_max_used_req, used)
         host_app_used = _cm({})
@@ -181,7 +194,8 @@ class Calculation:
                 continue
             host_app_used = _add(host_app_used, _usage(app, "usage", f"{metric_name} hostApplicationMetric"))
         system = _usage(m_status.get("nodeMetric") or {}, "systemUsage", f"{metric_name} nodeMetric")
-        self.system_used = _max(_add(system, host_app_used), self.node_reserved)
+        self.system_and_host_apps = _add(system, host_app_used)
+        self.system_used = _max(self.system_and_host_apps, self.node_reserved)
 
 
 def _priority_value(name: Any) -> int:
@@ -239,9 +253,13 @@ class BatchResource(NodeResourcePlugin[BatchResourceArgs]):
     Args = BatchResourceArgs
     resource_names: ClassVar[Sequence[str]] = (BATCH_CPU, BATCH_MEMORY)
 
+    watches: ClassVar[Sequence[str]] = ("NodeResourceTopology",)
+    """Read through the manager's cache; its events re-calculate the node where the manager follows them."""
+
     def __init__(self, args: BatchResourceArgs | Mapping[str, Any] | None = None) -> None:
         super().__init__(args)
         self.records = PodRecords()
+        self.nrt_synced = NRTSyncTimes()
 
     def degraded(self, strategy: ColocationStrategy, metrics: ResourceMetrics) -> bool:
         """A NodeMetric missing, without ``updateTime`` or older than ``degradeTimeMinutes``."""
@@ -264,10 +282,108 @@ class BatchResource(NodeResourcePlugin[BatchResourceArgs]):
         c = Calculation(strategy, node, pods, metrics.node_metric, pod_infos=infos)
         cpu, cpu_msg = self._cpu(strategy, c)
         memory, mem_msg = self._memory(strategy, c)
+        zone_cpu, zone_memory = self._zones(strategy, node_name, c, infos, metrics.node_resource_topology)
         return [
-            ResourceItem(BATCH_CPU, quantity=cpu, message=cpu_msg),
-            ResourceItem(BATCH_MEMORY, quantity=memory, message=mem_msg),
+            ResourceItem(BATCH_CPU, quantity=cpu, zone_quantity=zone_cpu, message=cpu_msg),
+            ResourceItem(BATCH_MEMORY, quantity=memory, zone_quantity=zone_memory, message=mem_msg),
         ]
+
+    @staticmethod
+    def _zones(
+        strategy: ColocationStrategy,
+        node_name: str,
+        c: Calculation,
+        infos: Sequence[PodInfo],
+        nrt: Mapping[str, Any] | None,
+    ) -> tuple[dict[str, int], dict[str, int]]:
+        """Per-zone values when the node has a NodeResourceTopology with cpu/memory zones; a malformed one
+        is logged and gives none (the node's own values are still written, as Koordinator does)."""
+        if nrt is None:
+            return {}, {}
+        try:
+            return zone_batch_resources(
+                strategy,
+                nrt,
+                infos,
+                c.hp_pod_usage,
+                c.dangling_hp_used,
+                (c.system_and_host_apps[CPU], c.system_and_host_apps[MEMORY]),
+                (c.node_reserved[CPU], c.node_reserved[MEMORY]),
+                owner=f"NodeResourceTopology {node_name}",
+            )
+        except ValueError as exc:
+            log.warning("BatchResource: no NUMA-level batch resources for node %s: %s", node_name, exc)
+            return {}, {}
+
+    def pre_update(
+        self,
+        strategy: ColocationStrategy,
+        node: Mapping[str, Any],
+        items: Sequence[ResourceItem],
+        cluster: ClusterPort,
+    ) -> None:
+        """Write the zones' batch resources into the node's NodeResourceTopology
+        (``prepareForNodeResourceTopology``): only when some zone value was calculated and the NRT exists
+        with cpu/memory zones; then when an entry moved by more than ``resourceDiffThreshold`` or the NRT
+        was not synced for ``updateTimeThresholdSeconds``."""
+        zone_resources: dict[str, dict[str, int]] = {}
+        for item in items:
+            for zone, value in item.zone_quantity.items():
+                zone_resources.setdefault(zone, {})[item.name] = value
+        if not zone_resources:
+            return
+        name = str((node.get("metadata") or {}).get("name") or "")
+        ratio = _cpu_normalization_ratio(items)
+        for attempt in range(NRT_UPDATE_ATTEMPTS):  # RetryOnConflictOrTooManyRequests
+            try:
+                self._update_nrt(strategy, name, zone_resources, ratio, cluster)
+                break
+            except (ConflictError, TooManyRequestsError):
+                if attempt == NRT_UPDATE_ATTEMPTS - 1:
+                    raise
+        # As Koordinator, the sync time is taken whenever no error came back, written or not.
+        self.nrt_synced.store(name, cluster.clock.now())
+
+    def _update_nrt(
+        self,
+        strategy: ColocationStrategy,
+        name: str,
+        zone_resources: Mapping[str, Mapping[str, int]],
+        ratio: float,
+        cluster: ClusterPort,
+    ) -> None:
+        try:
+            nrt = cluster.get("NodeResourceTopology", name)
+        except NotFoundError:
+            return
+        if not nrt_resources_created(nrt):
+            return
+        new = zones_copy(nrt)
+        owner = f"NodeResourceTopology {name}"
+        changed = update_zone_list(
+            new["zones"], zone_resources, strategy.resource_diff_threshold, ratio, owner
+        )
+        if not changed:
+            last = self.nrt_synced.get(name)
+            if last is not None and cluster.clock.now() - last <= strategy.update_time_threshold_seconds:
+                return
+        cluster.update(new)
+        log.info("BatchResource: NodeResourceTopology %s zones updated", name)
+
+    def wants_event(self, kind: str, old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> bool:
+        """A NodeResourceTopology event re-calculates its node when it was created with cpu/memory zones or
+        those changed (``NRTHandler``); a deletion forgets its sync time."""
+        if kind != "NodeResourceTopology":
+            return True
+        if new is None:
+            if old is not None:
+                self.nrt_synced.delete(str((old.get("metadata") or {}).get("name") or ""))
+            return False
+        if old is None:
+            return nrt_resources_created(new)
+        if _resource_version(old) == _resource_version(new) and _resource_version(new):
+            return False
+        return zone_checked_resources(old) != zone_checked_resources(new)
 
     @staticmethod
     def _cpu(strategy: ColocationStrategy, c: Calculation) -> tuple[int, str]:
@@ -322,3 +438,41 @@ class BatchResource(NodeResourcePlugin[BatchResourceArgs]):
             f"batchAllocatable[Mem(GB)]:{_giga(value)} = min(nodeCapacity:{_giga(cap)} * "
             f"thresholdRatio:{_ratio_str(ratio)}, {terms})"
         )
+
+
+NRT_UPDATE_ATTEMPTS: Final = 5
+
+
+def _resource_version(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
+
+
+def zone_checked_resources(nrt: Mapping[str, Any]) -> dict[str, dict[str, str]]:
+    """Zone name -> cpu/memory allocatable text (``IsZoneListResourceEqual`` over cpu and memory)."""
+    out: dict[str, dict[str, str]] = {}
+    for zone in nrt.get("zones") or ():
+        if not isinstance(zone, Mapping):
+            continue
+        res = out.setdefault(str(zone.get("name") or ""), {})
+        for r in zone.get("resources") or ():
+            if isinstance(r, Mapping) and r.get("name") in CHECKED_RESOURCES:
+                res[str(r["name"])] = str(r.get("allocatable"))
+    return out
+
+
+def _cpu_normalization_ratio(items: Sequence[ResourceItem]) -> float:
+    """The ratio a cpu-normalization calculator decided (``getCPUNormalizationRatio``): -1 when none.
+
+    Items carry node annotations once the framework's ``ResourceItem`` has them (the cpu-normalization
+    calculator's work); until then no item has one and batch-cpu is written as calculated.
+    """
+    for item in items:
+        annotations: Mapping[str, str] = getattr(item, "annotations", None) or {}
+        text = annotations.get(ANNOTATION_CPU_NORMALIZATION_RATIO)
+        if text is not None:
+            try:
+                return float(text)
+            except ValueError:
+                log.warning("BatchResource: unreadable %s %r", ANNOTATION_CPU_NORMALIZATION_RATIO, text)
+                return -1.0
+    return -1.0
