@@ -25,6 +25,7 @@ from koord_framework.api.qos import (
     QoSClass,
     default_priority_value,
 )
+from koord_framework.api.quantity import Quantity, QuantityError
 from koord_framework.api.resources import BATCH_CPU, BATCH_MEMORY, parse_resource_list
 from koord_framework.cluster.clock import parse_time
 from koord_framework.cluster.port import ClusterPort
@@ -85,6 +86,28 @@ def _nonneg(a: Resources) -> Resources:
 def _usage(entry: Mapping[str, Any], key: str, where: str) -> Resources:
     usage = entry.get(key) or {}
     return _cm(parse_resource_list((usage.get("resources") or {}), path=f"{where}.{key}.resources"))
+
+
+_ACTIVE_PHASES: Final = frozenset({"Running", "Pending"})
+_CPU_MEMORY: Final = frozenset({CPU, MEMORY})
+
+
+def _usage_pair(entry: Mapping[str, Any], key: str, metric_name: str, pod: str) -> tuple[int, int]:
+    """A pod metric's (cpu milli-cores, memory bytes), as ``_usage`` gives them; the common case of a
+    list of cpu and memory only is read directly, anything else (and any error) goes the full way."""
+    usage = entry.get(key) or {}
+    res = usage.get("resources") or {}
+    if isinstance(res, dict) and res.keys() <= _CPU_MEMORY:
+        cpu, memory = res.get(CPU), res.get(MEMORY)
+        try:
+            return (
+                Quantity.parse(cpu).milli_value() if cpu is not None else 0,
+                Quantity.parse(memory).value() if memory is not None else 0,
+            )
+        except QuantityError:
+            pass  # the full parse below names the field
+    used = _usage(entry, key, f"{metric_name} podsMetric {pod}")
+    return used[CPU], used[MEMORY]
 
 
 def _giga(value: int) -> int:
@@ -152,15 +175,14 @@ class Calculation:
         for pm in m_status.get("podsMetric") or ():
             pod_metrics[f"{pm.get('namespace', '')}/{pm.get('name', '')}"] = pm
         dangling = dict(pod_metrics)
-        self.hp_request = _cm({})
-        self.hp_used = _cm({})
-        self.hp_max_used_req = _cm({})
         # Kept for the NUMA-level split: HP pods' metric usage by key, unlisted HP pods' usage.
         self.hp_pod_usage: dict[str, tuple[int, int]] = {}
         self.dangling_hp_used: list[tuple[int, int]] = []
+        # Scalars, not resource dicts: this loop runs for every pod of every node on each pass.
+        req_cpu = req_mem = used_cpu = used_mem = max_cpu = max_mem = 0
         infos = pod_infos if pod_infos is not None else [PodInfo.from_manifest(p) for p in pods]
         for info in infos:
-            if info.phase not in ("Running", "Pending"):
+            if info.phase not in _ACTIVE_PHASES:
                 continue
             key = f"{info.namespace}/{info.name}"
             metric = pod_metrics.get(key)
@@ -168,25 +190,32 @@ class Calculation:
                 dangling.pop(key, None)
             if info.priority_class in LOW_PRIORITY:
                 continue
-            request = _cm(info.requests)
-            self.hp_request = _add(self.hp_request, request)
+            r_cpu, r_mem = info.requests.get(CPU, 0), info.requests.get(MEMORY, 0)
+            req_cpu += r_cpu
+            req_mem += r_mem
             if metric is None:
-                self.hp_used = _add(self.hp_used, request)
+                used_cpu += r_cpu
+                used_mem += r_mem
                 continue
-            used = _usage(metric, "podUsage", f"{metric_name} podsMetric {key}")
-            self.hp_pod_usage[key] = (used[CPU], used[MEMORY])
-            if info.qos_class == QoSClass.LSE:  # LSE pods never give back their CPU
-                self.hp_used = _add(self.hp_used, {CPU: request[CPU], MEMORY: used[MEMORY]})
-            else:
-                self.hp_used = _add(self.hp_used, used)
-            self.hp_max_used_req = _add(self.hp_max_used_req, _max(request, used))
+            u_cpu, u_mem = _usage_pair(metric, "podUsage", metric_name, key)
+            self.hp_pod_usage[key] = (u_cpu, u_mem)
+            # LSE pods never give back their CPU
+            used_cpu += r_cpu if info.qos_class == QoSClass.LSE else u_cpu
+            used_mem += u_mem
+            max_cpu += max(r_cpu, u_cpu)
+            max_mem += max(r_mem, u_mem)
         for key, pm in dangling.items():
             if pm.get("priority") in (PriorityClass.BATCH.value, PriorityClass.FREE.value):
                 continue
-            used = _usage(pm, "podUsage", f"{metric_name} podsMetric {key}")
-            self.dangling_hp_used.append((used[CPU], used[MEMORY]))
-            self.hp_used = _add(self.hp_used, used)
-            self.hp_max_used_req = _add(self.hp_max_used_req, used)
+            u_cpu, u_mem = _usage_pair(pm, "podUsage", metric_name, key)
+            self.dangling_hp_used.append((u_cpu, u_mem))
+            used_cpu += u_cpu
+            used_mem += u_mem
+            max_cpu += u_cpu
+            max_mem += u_mem
+        self.hp_request = {CPU: req_cpu, MEMORY: req_mem}
+        self.hp_used = {CPU: used_cpu, MEMORY: used_mem}
+        self.hp_max_used_req = {CPU: max_cpu, MEMORY: max_mem}
         host_app_used = _cm({})
         batch_priority = default_priority_value(PriorityClass.BATCH)
         for app in m_status.get("hostApplicationMetric") or ():
