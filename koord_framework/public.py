@@ -59,7 +59,7 @@ PUBLIC_MODULES: dict[str, str] = {
     "koord_framework.koordlet.metrics.cache": "MetricCache: the node's and pods' recent usage",
     "koord_framework.koordlet.runtimehooks.**": "RuntimeHook, hookimpl, requests/responses, HookManager",
     # --- manager ---
-    "koord_framework.manager.noderesource": "NodeResourcePlugin, ResourceItem, ResourceMetrics: calculators",
+    "koord_framework.manager.noderesource": "NodeResourcePlugin (pre_update), ResourceItem, ResourceMetrics",
     "koord_framework.manager.colocation": "ColocationStrategy: the colocation-config model and its merge",
     "koord_framework.manager.webhook.admission": "AdmissionHandler, AdmissionRequest, Denied: webhooks",
 }

@@ -4,6 +4,7 @@ NUMA-level batch resources into the node's NodeResourceTopology next to the node
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from koord_plugin_batchresource import BatchResource
 from prometheus_client import CollectorRegistry
@@ -12,6 +13,7 @@ from koord_framework.api.quantity import Quantity
 from koord_framework.api.resources import BATCH_CPU, BATCH_MEMORY
 from koord_framework.cluster.clock import VirtualClock
 from koord_framework.cluster.memory import MemoryCluster
+from koord_framework.errors import ClusterError
 from koord_framework.manager.component import ManagerComponent
 from koord_framework.testing import make_node, make_pod
 from koord_framework.testing.builders import make_node_metric
@@ -78,3 +80,30 @@ def test_manager_writes_zone_batch_resources_on_the_nrt() -> None:
     # memory: each zone 60G - 21G (65% reclaim) - 6G - 5.5G
     assert zones["node-0"][BATCH_MEMORY] == zones["node-1"][BATCH_MEMORY] == 27_500_000_000
     assert sum(z[BATCH_CPU] for z in zones.values()) == Quantity.parse(allocatable[BATCH_CPU]).value()
+
+
+class _FailingPreUpdate(BatchResource):
+    def pre_update(self, strategy: Any, node: Any, items: Any, cluster: Any) -> None:
+        raise ClusterError("NodeResourceTopology n1: the server is gone")
+
+
+def test_a_failing_pre_update_does_not_stop_the_node_update() -> None:
+    cluster = MemoryCluster(VirtualClock(NOW), seed=0)
+    cluster.create(make_node("n1", cpu="100", memory="120G"))
+    cluster.create(
+        make_node_metric("n1", cpu="10", memory="10G", update_time=NOW, system={"cpu": "7", "memory": "12G"})
+    )
+    cluster.create(
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "slo-controller-config", "namespace": NS},
+            "data": {"colocation-config": json.dumps({"enable": True})},
+        }
+    )
+    manager = ManagerComponent(
+        cluster, CollectorRegistry(), config_namespace=NS, plugins=[_FailingPreUpdate()]
+    )
+    manager.sync_once()
+    manager.close()
+    assert BATCH_CPU in cluster.get("Node", "n1")["status"]["allocatable"]
