@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import logging
 import threading
 from collections.abc import Iterable, Mapping, Sequence
@@ -158,20 +157,11 @@ class ManagerComponent:
 
     def sync_once(self) -> None:
         """One full pass: the config, then every node in every controller (what ``--once`` runs)."""
-        # No cyclic collection during the pass: with every node, pod and NodeMetric cached, the full
-        # collections the pass's allocations trigger scan all of them, a third of the first pass. The
-        # pass makes little cyclic garbage; the collector runs again right after it.
-        was_enabled = gc.isenabled()
-        gc.disable()
-        try:
-            self.sloconfig.enqueue(CONFIG_MAP_NAME)
-            self.sloconfig.process(self.loop.errors)
-            for c in (self.nodeslo, self.nodemetric, self.noderesource):
-                c.enqueue_all()
-            self.loop.run_once()
-        finally:
-            if was_enabled:
-                gc.enable()
+        self.sloconfig.enqueue(CONFIG_MAP_NAME)
+        self.sloconfig.process(self.loop.errors)
+        for c in (self.nodeslo, self.nodemetric, self.noderesource):
+            c.enqueue_all()
+        self.loop.run_once()
         self._ready.set()
 
     # --- Component ------------------------------------------------------------------------------------------
