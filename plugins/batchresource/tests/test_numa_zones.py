@@ -406,3 +406,27 @@ def test_nrt_events_recalculate_only_on_cpu_or_memory_changes() -> None:
     plugin.nrt_synced.store("test-node1", NOW)
     assert not plugin.wants_event("NodeResourceTopology", plain, None)
     assert plugin.nrt_synced.get("test-node1") is None
+
+
+@pytest.mark.parametrize(
+    ("status", "want"),
+    [
+        (None, {"node-0": 24000, "node-1": 24000}),  # no NUMA allocation: shared evenly
+        ("{not json", {"node-0": 24000, "node-1": 24000}),  # unreadable: treated as LS, shared
+        (json.dumps({"numaNodeResources": [{"node": 0}, {"node": 5}]}), {"node-0": 19000, "node-1": 29000}),
+        # an entry named twice counts twice in the divisor, as Koordinator counts entries
+        (json.dumps({"numaNodeResources": [{"node": 0}, {"node": 0}]}), {"node-0": 24000, "node-1": 29000}),
+    ],
+    ids=["none", "unreadable", "node out of range ignored", "node named twice"],
+)
+def test_pod_numa_allocation_decides_its_zones(status: str | None, want: dict[str, int]) -> None:
+    annotations = {"scheduling.koordinator.sh/resource-status": status} if status is not None else None
+    pods = [_pod("ls", "Running", ("10", "10G"), qos="LS", annotations=annotations)]
+    items = BatchResource().calculate(
+        ColocationStrategy.from_mapping(STRATEGY),
+        NODE,
+        pods,
+        ResourceMetrics(_metric([]), NOW, TWO_ZONES),
+    )
+    # each zone: 50 - 17.5 (safety margin) - 3.5 (system 7 / 2) - the pod's request on it
+    assert dict(items[0].zone_quantity) == want

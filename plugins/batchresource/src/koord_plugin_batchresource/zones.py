@@ -87,28 +87,31 @@ def _zone_allocatable(nrt: Mapping[str, Any], owner: str) -> list[tuple[str, Mil
     return out
 
 
-def pod_numa_nodes(info: PodInfo, zones: int) -> frozenset[int]:
-    """The NUMA nodes of the pod's resource-status that exist on the node; empty: it shares all of them.
+def pod_numa_nodes(info: PodInfo, zones: int) -> tuple[frozenset[int], int]:
+    """The NUMA nodes of the pod's resource-status that exist on the node and how many entries name them
+    (Koordinator divides by the entries, a node named twice counting twice); none: it shares all zones.
     An unreadable annotation counts as none (the pod is treated as LS), as Koordinator does."""
     text = info.annotations.get(ANNOTATION_RESOURCE_STATUS)
     if not text:
-        return frozenset()
+        return frozenset(), 0
     try:
         data = json.loads(text)
         entries = data.get("numaNodeResources") or () if isinstance(data, Mapping) else ()
         nodes = [int(e.get("node", 0)) for e in entries if isinstance(e, Mapping)]
     except (ValueError, TypeError, AttributeError):
-        return frozenset()
-    return frozenset(n for n in nodes if 0 <= n < zones)
+        return frozenset(), 0
+    valid = [n for n in nodes if 0 <= n < zones]
+    return frozenset(valid), len(valid)
 
 
-def _split(value: Mapping[str, int], numa: frozenset[int], zones: int) -> list[Milli]:
+def _split(value: Mapping[str, int], numa: tuple[frozenset[int], int], zones: int) -> list[Milli]:
     """``GetPodNUMARequestAndUsage`` for one list: evenly over the pod's NUMA nodes, or over all zones."""
-    if not numa:
+    nodes, count = numa
+    if count <= 0:
         share = _divide(value, zones)
         return [dict(share) for _ in range(zones)]
-    share = _divide(value, len(numa))
-    return [dict(share) if i in numa else _zero() for i in range(zones)]
+    share = _divide(value, count)
+    return [dict(share) if i in nodes else _zero() for i in range(zones)]
 
 
 class ZoneTotals:
