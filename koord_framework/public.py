@@ -61,7 +61,7 @@ PUBLIC_MODULES: dict[str, str] = {
     "koord_framework.koordlet.runtimehooks.**": "RuntimeHook, hookimpl, requests/responses, HookManager",
     # --- manager ---
     "koord_framework.manager.noderesource": (
-        "NodeResourcePlugin, ResourceItem, ResourceMetrics, NodeResourceContext: calculators"
+        "NodeResourcePlugin (pre_update), ResourceItem, ResourceMetrics, NodeResourceContext: calculators"
     ),
     "koord_framework.manager.colocation": "ColocationStrategy: the colocation-config model and its merge",
     "koord_framework.manager.webhook.admission": "AdmissionHandler, AdmissionRequest, Denied: webhooks",

@@ -4,7 +4,9 @@ A calculator plugin (entry-point group ``koord.manager.noderesource``) computes 
 (batch-cpu / batch-memory, mid resources, ...) from the node, its pods and its NodeMetric. The
 node-resource controller calls every enabled calculator per node, writes their items into the node's
 status when one of them says the change is large enough (``need_sync``) or the node's update interval has
-passed, and writes zone-level values on the node's NodeResourceTopology.
+passed. Objects besides the node (the zone-level values on the node's NodeResourceTopology) are written by
+the calculators themselves in ``pre_update``, which sees every calculator's items of the node (Koordinator's
+``NodePreUpdatePlugin``).
 
 Calculators that decide node *metadata* (Koordinator's ``NodePreparePlugin`` + ``NodeMetaCheckPlugin``:
 the cpu-normalization and resource-amplification ratios) put annotations on their items; the controller
@@ -19,10 +21,13 @@ from __future__ import annotations
 import abc
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol, cast
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, cast
 
 from koord_framework.manager.colocation import ColocationStrategy
 from koord_framework.plugin import ArgsT, ExtensionPoint, Plugin
+
+if TYPE_CHECKING:
+    from koord_framework.cluster.port import ClusterPort
 
 __all__ = [
     "ANNOTATION_CPU_NORMALIZATION_RATIO",
@@ -65,10 +70,12 @@ class ResourceItem:
 @dataclass(frozen=True)
 class ResourceMetrics:
     """What the calculators read besides the node and its pods: the node's NodeMetric (manifest form,
-    ``None`` when the node has none) and the current time (seconds since the epoch)."""
+    ``None`` when the node has none), the current time (seconds since the epoch) and the node's
+    NodeResourceTopology from the manager's cache (``None`` when it has none)."""
 
     node_metric: Mapping[str, Any] | None
     now: float
+    node_resource_topology: Mapping[str, Any] | None = None
 
 
 class NodeResourceContext(Protocol):
@@ -121,6 +128,18 @@ class NodeResourcePlugin(Plugin[ArgsT], ExtensionPoint):
     def reset(self, node: Mapping[str, Any], message: str) -> list[ResourceItem]:
         """Items removing this calculator's resources from the node (colocation off, degraded)."""
         return [ResourceItem(name, message=message, reset=True) for name in self.resource_names]
+
+    def pre_update(
+        self,
+        strategy: ColocationStrategy,
+        node: Mapping[str, Any],
+        items: Sequence[ResourceItem],
+        cluster: ClusterPort,
+    ) -> None:
+        """Called once per reconcile of ``node`` with every calculator's ``items``, before its status is
+        diffed and written (``NodePreUpdatePlugin.PreUpdate``): write objects besides the node through
+        ``cluster``. A ``ClusterError`` or ``ValueError`` raised here is logged and leaves the node's
+        status update going on, as in Koordinator. Default: nothing."""
 
     def need_sync(
         self, strategy: ColocationStrategy, old_node: Mapping[str, Any], new_node: Mapping[str, Any]

@@ -11,7 +11,7 @@ from typing import Any
 from koord_framework.api.resources import BATCH_CPU, format_resource
 from koord_framework.cluster.informer import SharedInformer
 from koord_framework.cluster.port import ClusterPort
-from koord_framework.errors import NotFoundError
+from koord_framework.errors import ClusterError, NotFoundError
 from koord_framework.manager.colocation import ColocationStrategy
 from koord_framework.manager.noderesource import (
     ANNOTATION_CPU_NORMALIZATION_RATIO,
@@ -117,6 +117,7 @@ class NodeResourceReconciler(_PerNode):
         # Pods by node, kept by the informer's events: a pass over every node reads each pod once.
         self._pods: dict[str, dict[tuple[str, str], Mapping[str, Any]]] = {}
         self._pods_lock = threading.Lock()
+        self._topology_retry_at = float("-inf")
         self.remove_handler = informer.add_handler(
             "Pod", self._pod_added, self._pod_updated, self._pod_deleted
         )
@@ -159,12 +160,35 @@ class NodeResourceReconciler(_PerNode):
             return items
         metric = self.informer.get("NodeMetric", name)
         pods = self.pods_on(name)
+        metrics = ResourceMetrics(metric, now, self._topology(name))
         for plugin in self.plugins:
             try:
-                items += plugin.calculate(strategy, node, pods, ResourceMetrics(metric, now))
+                items += plugin.calculate(strategy, node, pods, metrics)
             except ValueError as exc:  # bad input on this node: its resources are left as they are
                 log.warning("noderesource: %s on node %s: %s", plugin.name, name, exc)
         return items
+
+    def _topology(self, name: str) -> Mapping[str, Any] | None:
+        now = self.cluster.clock.now()
+        if now < self._topology_retry_at:
+            return None
+        try:
+            return self.informer.get("NodeResourceTopology", name)
+        except (ValueError, ClusterError) as exc:  # the kind is not served (no CRD): no zone-level values
+            # Asked again a minute later, not once per node: following an unserved kind lists it.
+            self._topology_retry_at = now + 60.0
+            log.info("noderesource: NodeResourceTopology not readable, zone values skipped: %s", exc)
+            return None
+
+    def _pre_update(self, node: Mapping[str, Any], items: Sequence[ResourceItem]) -> None:
+        strategy = self.config.colocation(_labels(node))
+        for plugin in self.plugins:
+            try:
+                plugin.pre_update(strategy, node, items, self.cluster)
+            except (ValueError, ClusterError) as exc:  # the node's own status is still written
+                log.warning(
+                    "noderesource: %s pre-update of node %s: %s", plugin.name, node["metadata"]["name"], exc
+                )
 
     def reconcile(self, key: str) -> None:
         node = self.informer.get("Node", key)
@@ -178,6 +202,7 @@ class NodeResourceReconciler(_PerNode):
         for item in items:
             annotations.update(item.annotations)
         self.last_messages[key] = [i.message for i in items if i.message]
+        self._pre_update(node, items)
         self._sync_status(key, node, items, annotations, strategy, now)
         self._sync_meta(key, node, annotations, strategy)
 

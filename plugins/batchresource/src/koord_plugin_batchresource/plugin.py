@@ -13,6 +13,7 @@ or is older than ``degradeTimeMinutes`` resets the resources (degradation).
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Final
@@ -24,8 +25,11 @@ from koord_framework.api.qos import (
     QoSClass,
     default_priority_value,
 )
+from koord_framework.api.quantity import Quantity, QuantityError
 from koord_framework.api.resources import BATCH_CPU, BATCH_MEMORY, parse_resource_list
 from koord_framework.cluster.clock import parse_time
+from koord_framework.cluster.port import ClusterPort
+from koord_framework.errors import ConflictError, NotFoundError, TooManyRequestsError
 from koord_framework.explain.hooks import ExplainSection, NodeResourceExplainer
 from koord_framework.koordlet.cpuset import parse_cpuset
 from koord_framework.manager.noderesource import (
@@ -35,9 +39,14 @@ from koord_framework.manager.noderesource import (
     ResourceMetrics,
 )
 from koord_framework.plugin import NoArgs
+from koord_plugin_batchresource.topology import NRTSyncTimes, update_zone_list, zones_copy
+from koord_plugin_batchresource.zones import CHECKED_RESOURCES, nrt_resources_created, zone_batch_resources
 
 __all__ = ["BatchResource", "BatchResourceArgs", "Calculation", "PodRecords"]
 
+log = logging.getLogger("koord.manager.batchresource")
+
+ANNOTATION_CPU_NORMALIZATION_RATIO: Final = "node.koordinator.sh/cpu-normalization-ratio"
 CPU: Final = "cpu"
 MEMORY: Final = "memory"
 GIGA: Final = 10**9
@@ -78,6 +87,28 @@ def _nonneg(a: Resources) -> Resources:
 def _usage(entry: Mapping[str, Any], key: str, where: str) -> Resources:
     usage = entry.get(key) or {}
     return _cm(parse_resource_list((usage.get("resources") or {}), path=f"{where}.{key}.resources"))
+
+
+_ACTIVE_PHASES: Final = frozenset({"Running", "Pending"})
+_CPU_MEMORY: Final = frozenset({CPU, MEMORY})
+
+
+def _usage_pair(entry: Mapping[str, Any], key: str, metric_name: str, pod: str) -> tuple[int, int]:
+    """A pod metric's (cpu milli-cores, memory bytes), as ``_usage`` gives them; the common case of a
+    list of cpu and memory only is read directly, anything else (and any error) goes the full way."""
+    usage = entry.get(key) or {}
+    res = usage.get("resources") or {}
+    if isinstance(res, dict) and res.keys() <= _CPU_MEMORY:
+        cpu, memory = res.get(CPU), res.get(MEMORY)
+        try:
+            return (
+                Quantity.parse(cpu).milli_value() if cpu is not None else 0,
+                Quantity.parse(memory).value() if memory is not None else 0,
+            )
+        except QuantityError:
+            pass  # the full parse below names the field
+    used = _usage(entry, key, f"{metric_name} podsMetric {pod}")
+    return used[CPU], used[MEMORY]
 
 
 def _giga(value: int) -> int:
@@ -145,12 +176,14 @@ class Calculation:
         for pm in m_status.get("podsMetric") or ():
             pod_metrics[f"{pm.get('namespace', '')}/{pm.get('name', '')}"] = pm
         dangling = dict(pod_metrics)
-        self.hp_request = _cm({})
-        self.hp_used = _cm({})
-        self.hp_max_used_req = _cm({})
+        # Kept for the NUMA-level split: HP pods' metric usage by key, unlisted HP pods' usage.
+        self.hp_pod_usage: dict[str, tuple[int, int]] = {}
+        self.dangling_hp_used: list[tuple[int, int]] = []
+        # Scalars, not resource dicts: this loop runs for every pod of every node on each pass.
+        req_cpu = req_mem = used_cpu = used_mem = max_cpu = max_mem = 0
         infos = pod_infos if pod_infos is not None else [PodInfo.from_manifest(p) for p in pods]
         for info in infos:
-            if info.phase not in ("Running", "Pending"):
+            if info.phase not in _ACTIVE_PHASES:
                 continue
             key = f"{info.namespace}/{info.name}"
             metric = pod_metrics.get(key)
@@ -158,23 +191,32 @@ class Calculation:
                 dangling.pop(key, None)
             if info.priority_class in LOW_PRIORITY:
                 continue
-            request = _cm(info.requests)
-            self.hp_request = _add(self.hp_request, request)
+            r_cpu, r_mem = info.requests.get(CPU, 0), info.requests.get(MEMORY, 0)
+            req_cpu += r_cpu
+            req_mem += r_mem
             if metric is None:
-                self.hp_used = _add(self.hp_used, request)
+                used_cpu += r_cpu
+                used_mem += r_mem
                 continue
-            used = _usage(metric, "podUsage", f"{metric_name} podsMetric {key}")
-            if info.qos_class == QoSClass.LSE:  # LSE pods never give back their CPU
-                self.hp_used = _add(self.hp_used, {CPU: request[CPU], MEMORY: used[MEMORY]})
-            else:
-                self.hp_used = _add(self.hp_used, used)
-            self.hp_max_used_req = _add(self.hp_max_used_req, _max(request, used))
+            u_cpu, u_mem = _usage_pair(metric, "podUsage", metric_name, key)
+            self.hp_pod_usage[key] = (u_cpu, u_mem)
+            # LSE pods never give back their CPU
+            used_cpu += r_cpu if info.qos_class == QoSClass.LSE else u_cpu
+            used_mem += u_mem
+            max_cpu += max(r_cpu, u_cpu)
+            max_mem += max(r_mem, u_mem)
         for key, pm in dangling.items():
             if pm.get("priority") in (PriorityClass.BATCH.value, PriorityClass.FREE.value):
                 continue
-            used = _usage(pm, "podUsage", f"{metric_name} podsMetric {key}")
-            self.hp_used = _add(self.hp_used, used)
-            self.hp_max_used_req = _add(self.hp_max_used_req, used)
+            u_cpu, u_mem = _usage_pair(pm, "podUsage", metric_name, key)
+            self.dangling_hp_used.append((u_cpu, u_mem))
+            used_cpu += u_cpu
+            used_mem += u_mem
+            max_cpu += u_cpu
+            max_mem += u_mem
+        self.hp_request = {CPU: req_cpu, MEMORY: req_mem}
+        self.hp_used = {CPU: used_cpu, MEMORY: used_mem}
+        self.hp_max_used_req = {CPU: max_cpu, MEMORY: max_mem}
         host_app_used = _cm({})
         batch_priority = default_priority_value(PriorityClass.BATCH)
         for app in m_status.get("hostApplicationMetric") or ():
@@ -182,7 +224,8 @@ class Calculation:
                 continue
             host_app_used = _add(host_app_used, _usage(app, "usage", f"{metric_name} hostApplicationMetric"))
         system = _usage(m_status.get("nodeMetric") or {}, "systemUsage", f"{metric_name} nodeMetric")
-        self.system_used = _max(_add(system, host_app_used), self.node_reserved)
+        self.system_and_host_apps = _add(system, host_app_used)
+        self.system_used = _max(self.system_and_host_apps, self.node_reserved)
 
 
 def _priority_value(name: Any) -> int:
@@ -240,9 +283,13 @@ class BatchResource(NodeResourcePlugin[BatchResourceArgs], NodeResourceExplainer
     Args = BatchResourceArgs
     resource_names: ClassVar[Sequence[str]] = (BATCH_CPU, BATCH_MEMORY)
 
+    watches: ClassVar[Sequence[str]] = ("NodeResourceTopology",)
+    """Read through the manager's cache; its events re-calculate the node where the manager follows them."""
+
     def __init__(self, args: BatchResourceArgs | Mapping[str, Any] | None = None) -> None:
         super().__init__(args)
         self.records = PodRecords()
+        self.nrt_synced = NRTSyncTimes()
 
     def explain_resources(
         self,
@@ -277,10 +324,108 @@ class BatchResource(NodeResourcePlugin[BatchResourceArgs], NodeResourceExplainer
         c = Calculation(strategy, node, pods, metrics.node_metric, pod_infos=infos)
         cpu, cpu_msg = self._cpu(strategy, c)
         memory, mem_msg = self._memory(strategy, c)
+        zone_cpu, zone_memory = self._zones(strategy, node_name, c, infos, metrics.node_resource_topology)
         return [
-            ResourceItem(BATCH_CPU, quantity=cpu, message=cpu_msg),
-            ResourceItem(BATCH_MEMORY, quantity=memory, message=mem_msg),
+            ResourceItem(BATCH_CPU, quantity=cpu, zone_quantity=zone_cpu, message=cpu_msg),
+            ResourceItem(BATCH_MEMORY, quantity=memory, zone_quantity=zone_memory, message=mem_msg),
         ]
+
+    @staticmethod
+    def _zones(
+        strategy: ColocationStrategy,
+        node_name: str,
+        c: Calculation,
+        infos: Sequence[PodInfo],
+        nrt: Mapping[str, Any] | None,
+    ) -> tuple[dict[str, int], dict[str, int]]:
+        """Per-zone values when the node has a NodeResourceTopology with cpu/memory zones; a malformed one
+        is logged and gives none (the node's own values are still written, as Koordinator does)."""
+        if nrt is None:
+            return {}, {}
+        try:
+            return zone_batch_resources(
+                strategy,
+                nrt,
+                infos,
+                c.hp_pod_usage,
+                c.dangling_hp_used,
+                (c.system_and_host_apps[CPU], c.system_and_host_apps[MEMORY]),
+                (c.node_reserved[CPU], c.node_reserved[MEMORY]),
+                owner=f"NodeResourceTopology {node_name}",
+            )
+        except ValueError as exc:
+            log.warning("BatchResource: no NUMA-level batch resources for node %s: %s", node_name, exc)
+            return {}, {}
+
+    def pre_update(
+        self,
+        strategy: ColocationStrategy,
+        node: Mapping[str, Any],
+        items: Sequence[ResourceItem],
+        cluster: ClusterPort,
+    ) -> None:
+        """Write the zones' batch resources into the node's NodeResourceTopology
+        (``prepareForNodeResourceTopology``): only when some zone value was calculated and the NRT exists
+        with cpu/memory zones; then when an entry moved by more than ``resourceDiffThreshold`` or the NRT
+        was not synced for ``updateTimeThresholdSeconds``."""
+        zone_resources: dict[str, dict[str, int]] = {}
+        for item in items:
+            for zone, value in item.zone_quantity.items():
+                zone_resources.setdefault(zone, {})[item.name] = value
+        if not zone_resources:
+            return
+        name = str((node.get("metadata") or {}).get("name") or "")
+        ratio = _cpu_normalization_ratio(items)
+        for attempt in range(NRT_UPDATE_ATTEMPTS):  # RetryOnConflictOrTooManyRequests
+            try:
+                self._update_nrt(strategy, name, zone_resources, ratio, cluster)
+                break
+            except (ConflictError, TooManyRequestsError):
+                if attempt == NRT_UPDATE_ATTEMPTS - 1:
+                    raise
+        # As Koordinator, the sync time is taken whenever no error came back, written or not.
+        self.nrt_synced.store(name, cluster.clock.now())
+
+    def _update_nrt(
+        self,
+        strategy: ColocationStrategy,
+        name: str,
+        zone_resources: Mapping[str, Mapping[str, int]],
+        ratio: float,
+        cluster: ClusterPort,
+    ) -> None:
+        try:
+            nrt = cluster.get("NodeResourceTopology", name)
+        except NotFoundError:
+            return
+        if not nrt_resources_created(nrt):
+            return
+        new = zones_copy(nrt)
+        owner = f"NodeResourceTopology {name}"
+        changed = update_zone_list(
+            new["zones"], zone_resources, strategy.resource_diff_threshold, ratio, owner
+        )
+        if not changed:
+            last = self.nrt_synced.get(name)
+            if last is not None and cluster.clock.now() - last <= strategy.update_time_threshold_seconds:
+                return
+        cluster.update(new)
+        log.info("BatchResource: NodeResourceTopology %s zones updated", name)
+
+    def wants_event(self, kind: str, old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> bool:
+        """A NodeResourceTopology event re-calculates its node when it was created with cpu/memory zones or
+        those changed (``NRTHandler``); a deletion forgets its sync time."""
+        if kind != "NodeResourceTopology":
+            return True
+        if new is None:
+            if old is not None:
+                self.nrt_synced.delete(str((old.get("metadata") or {}).get("name") or ""))
+            return False
+        if old is None:
+            return nrt_resources_created(new)
+        if _resource_version(old) == _resource_version(new) and _resource_version(new):
+            return False
+        return zone_checked_resources(old) != zone_checked_resources(new)
 
     @staticmethod
     def _cpu(strategy: ColocationStrategy, c: Calculation) -> tuple[int, str]:
@@ -335,3 +480,41 @@ class BatchResource(NodeResourcePlugin[BatchResourceArgs], NodeResourceExplainer
             f"batchAllocatable[Mem(GB)]:{_giga(value)} = min(nodeCapacity:{_giga(cap)} * "
             f"thresholdRatio:{_ratio_str(ratio)}, {terms})"
         )
+
+
+NRT_UPDATE_ATTEMPTS: Final = 5
+
+
+def _resource_version(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
+
+
+def zone_checked_resources(nrt: Mapping[str, Any]) -> dict[str, dict[str, str]]:
+    """Zone name -> cpu/memory allocatable text (``IsZoneListResourceEqual`` over cpu and memory)."""
+    out: dict[str, dict[str, str]] = {}
+    for zone in nrt.get("zones") or ():
+        if not isinstance(zone, Mapping):
+            continue
+        res = out.setdefault(str(zone.get("name") or ""), {})
+        for r in zone.get("resources") or ():
+            if isinstance(r, Mapping) and r.get("name") in CHECKED_RESOURCES:
+                res[str(r["name"])] = str(r.get("allocatable"))
+    return out
+
+
+def _cpu_normalization_ratio(items: Sequence[ResourceItem]) -> float:
+    """The ratio a cpu-normalization calculator decided (``getCPUNormalizationRatio``): -1 when none.
+
+    Items carry node annotations once the framework's ``ResourceItem`` has them (the cpu-normalization
+    calculator's work); until then no item has one and batch-cpu is written as calculated.
+    """
+    for item in items:
+        annotations: Mapping[str, str] = getattr(item, "annotations", None) or {}
+        text = annotations.get(ANNOTATION_CPU_NORMALIZATION_RATIO)
+        if text is not None:
+            try:
+                return float(text)
+            except ValueError:
+                log.warning("BatchResource: unreadable %s %r", ANNOTATION_CPU_NORMALIZATION_RATIO, text)
+                return -1.0
+    return -1.0
