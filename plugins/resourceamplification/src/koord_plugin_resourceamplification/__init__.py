@@ -7,10 +7,8 @@ from koord_plugin_resourceamplification.plugin import (
     ResourceAmplificationConfig,
     ResourceAmplificationStrategy,
 )
-from koord_plugin_resourceamplification.webhook import NodeResourceAmplificationPlugin
 
 __all__ = [
-    "NodeResourceAmplificationPlugin",
     "ResourceAmplification",
     "ResourceAmplificationArgs",
     "ResourceAmplificationConfig",
