@@ -63,7 +63,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument("--request-timeout", type=float, default=30.0, metavar="SECONDS")
     parser.add_argument(
-        "--quiet", "-q", action="store_true", help="no progress lines (problems are still said)"
+        "--quiet",
+        "-q",
+        action="store_true",
+        help="no progress lines (problems and the summary line are still said)",
     )
     parser.set_defaults(func=run)
 
@@ -115,8 +118,12 @@ def run(args: argparse.Namespace) -> int:
     print(
         f"snapshot {args.output}: {state}, {result.total} objects of {len(result.counts)} kinds in "
         f"{result.seconds:.1f} s"
-        + (f"; {len(result.skipped)} skipped (not served)" if result.skipped else "")
-        + (f"; {problems} problems (see above and {args.output}/.koord-snapshot.json)" if problems else ""),
+        + (
+            f"; {len(result.skipped)} skipped (not installed, not served or not found)"
+            if result.skipped
+            else ""
+        )
+        + (f"; {problems} problem(s): see above and {args.output}/.koord-snapshot.json" if problems else ""),
         file=sys.stderr,
     )
     return EXIT_OK if result.complete else EXIT_PARTIAL

@@ -58,7 +58,8 @@ class SnapshotResult:
 
 class Progress:
     """Progress lines on ``stream``: per kind the count so far and the rate (at most one a ``every`` seconds),
-    a line per finished kind; skips and failures always (also when ``quiet``)."""
+    a line per finished kind; skips and failures always (also when ``quiet``). The command prints the final
+    summary line itself."""
 
     def __init__(
         self,
@@ -92,10 +93,6 @@ class Progress:
 
     def problem(self, text: str) -> None:
         self._say(text)
-
-    def summary(self, text: str) -> None:
-        if not self.quiet:
-            self._say(text)
 
 
 def _rate(count: int, seconds: float) -> str:

@@ -343,3 +343,31 @@ def test_simulate_places_the_anonymized_snapshot_the_same_modulo_names(
     placed = [p for p in expected if p[2] == "Scheduled"]
     assert len(placed) >= 20 and any(p[2] != "Scheduled" for p in expected)  # both outcomes are compared
     assert "shop" not in (anonymized / "pods.yaml").read_text()
+
+
+def test_pod_migration_job_references_follow_their_pods_and_reservation() -> None:
+    anon = Anonymizer("s")
+    job = anon.anonymize(
+        {
+            "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+            "kind": "PodMigrationJob",
+            "metadata": {"name": "migrate-web-0"},
+            "spec": {
+                "podRef": {"name": "web-0", "namespace": "shop"},
+                "reservationOptions": {"reservationRef": {"name": "resv-1"}},
+                "mode": "ReservationFirst",
+            },
+            "status": {
+                "phase": "Running",
+                "nodeName": "node-3",
+                "podRef": {"name": "web-0-new", "namespace": "shop"},
+            },
+        }
+    )
+    validate_object(job)
+    w = anon.word
+    assert job["spec"]["podRef"] == {"name": w("web-0"), "namespace": w("shop")}
+    assert job["spec"]["reservationOptions"]["reservationRef"] == {"name": w("resv-1")}
+    assert job["spec"]["mode"] == "ReservationFirst" and job["status"]["phase"] == "Running"
+    assert job["status"]["nodeName"] == w("node-3")
+    assert job["status"]["podRef"] == {"name": w("web-0-new"), "namespace": w("shop")}

@@ -254,6 +254,9 @@ def test_progress_lines_and_quiet(
     assert snapshot("--kubeconfig", str(kubeconfig), "-o", str(tmp_path / "b"), "--quiet") == 0
     quiet = capsys.readouterr().err.splitlines()
     assert not any(line.startswith(("Pod:", "  ")) for line in quiet)
+    assert len(quiet) == 3 and quiet[-1].startswith(
+        f"snapshot {tmp_path / 'b'}: complete, "
+    )  # 2 ConfigMaps absent
 
 
 class _GeneratedSource:
