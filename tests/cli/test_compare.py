@@ -139,6 +139,7 @@ def test_arrivals_and_replay(tmp_path: Path, capsys: pytest.CaptureFixture[str])
         ('{"count": 2, "cpu": "1"}', "'name'"),
         ('{"name": "x", "cpu": "lots"}', "'cpu'"),
         ('{"name": "x", "count": 0}', "'count'"),
+        ('{"name": "x", "memory": "-1Gi"}', "'memory'"),
         ('{"name": "x", "at": -5}', "'at'"),
         ('{"name": "x", "colour": "red"}', "'colour'"),
         ('{"pod": {"metadata": {"name": "p"}, "spec": {"containers": []}}}', "'pod.spec.containers'"),
