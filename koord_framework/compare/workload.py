@@ -146,9 +146,11 @@ def _checked_manifest(pod: Any, where: str) -> dict[str, Any]:
 def _quantity(value: Any, where: str, field: str) -> str:
     resource = field.rsplit(".", 1)[-1]
     try:
-        to_int(resource, str(value))
+        amount = to_int(resource, str(value))
     except (ValueError, TypeError) as exc:
         raise WorkloadError(f"{where}: field {field!r}: {value!r} is not a quantity ({exc})") from exc
+    if amount < 0:
+        raise WorkloadError(f"{where}: field {field!r}: {value!r} is negative")
     return str(value)
 
 

@@ -139,6 +139,7 @@ def test_arrivals_and_replay(tmp_path: Path, capsys: pytest.CaptureFixture[str])
         ('{"count": 2, "cpu": "1"}', "'name'"),
         ('{"name": "x", "cpu": "lots"}', "'cpu'"),
         ('{"name": "x", "count": 0}', "'count'"),
+        ('{"name": "x", "memory": "-1Gi"}', "'memory'"),
         ('{"name": "x", "at": -5}', "'at'"),
         ('{"name": "x", "colour": "red"}', "'colour'"),
         ('{"pod": {"metadata": {"name": "p"}, "spec": {"containers": []}}}', "'pod.spec.containers'"),
@@ -258,3 +259,19 @@ def test_replay_copies_bound_pods_as_pending() -> None:
     assert [p["metadata"]["name"] for p in out] == ["a-replay-1", "a-replay-2"]
     assert all("nodeName" not in p["spec"] and "uid" not in p["metadata"] for p in out)
     assert pods[0]["metadata"]["name"] == "a"  # the originals are untouched
+
+
+def test_profile_without_loadaware_is_measured_by_an_observer(capsys: pytest.CaptureFixture[str]) -> None:
+    default = str(ROOT / "configs/scheduler/default-scheduler.yaml")
+    code, doc, _ = _json(capsys, "--cluster", EXAMPLE, "--config", default, "--config", CURRENT)
+    jsonschema.validate(doc, SCHEMA)
+    plain, koord = doc["runs"]
+    assert plain["utilisation"]["estimatedBy"] == "LoadAwareScheduling (observer)"
+    assert koord["utilisation"]["estimatedBy"] == "LoadAwareScheduling"
+    # Same snapshot, same metrics: before any placement differs, both see the same nodes estimated.
+    assert (
+        plain["utilisation"]["estimated"]["cpu"]["nodes"] == koord["utilisation"]["estimated"]["cpu"]["nodes"]
+    )
+    # default-scheduler's profile has no ElasticQuota nor Coscheduling: nothing to report for them.
+    assert plain["quotas"] is None and plain["gangs"] is None
+    assert plain["retargeted"] > 0 and code in (0, 1)
