@@ -205,8 +205,9 @@ def _dry_cycle(sched: Scheduler, namespace: str, name: str, bound_to: str | None
     if outcome.status == "Waiting":
         waiting = sched.waiting.get(pod.uid)
         pending = waiting.pending_plugins() if waiting is not None else []
-        permit = f"Wait for {', '.join(pending)}: {outcome.message}" if pending else outcome.message
-        if waiting is not None:
+        permit = f"Wait for {', '.join(pending)}" if pending else f"Wait: {outcome.message}"
+        if waiting is not None and pending:
+            permit += " (allowed on the copy to show what PreBind would write)"
             for plugin in pending:  # as if the gang were complete: what would PreBind write?
                 waiting.allow(plugin)
             sched._drain_bindings()
