@@ -66,6 +66,15 @@ def test_pod_json_matches_the_schema_and_the_text(capsys: pytest.CaptureFixture[
 def test_pod_focus_and_top(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = _run(capsys, "pod", "shop/web-1", "--cluster", EXAMPLES, "--node", "node-22")
     assert code == 0 and "node node-22: rejected by TaintToleration" in out
+    # --node runs every Filter plugin on the node on its own: past the first rejection too.
+    assert "    NodeResourcesFit: " in out and "    LoadAwareScheduling: Success" in out
+    code, out, _ = _run(
+        capsys, "pod", "ml/infer-half-0", "--cluster", EXAMPLES, "--node", "node-22", "-o", "json"
+    )
+    (node,) = json.loads(out)["nodes"]
+    verdicts = {f["plugin"]: f["code"] for f in node["filters"]}
+    assert verdicts["TaintToleration"] == "UnschedulableAndUnresolvable"
+    assert verdicts["NodeResourcesFit"] == "Unschedulable" and verdicts["DeviceShare"] == "Success"
     code, out, _ = _run(capsys, "pod", "shop/web-1", "--cluster", EXAMPLES, "-o", "json", "--nodes", "2")
     assert code == 0 and len(json.loads(out)["nodes"]) == 2
 
