@@ -200,3 +200,31 @@ def test_a_thousand_nodes_read_compactly() -> None:
     text = render_pod(ex, top=5)
     assert len(text.splitlines()) <= 25
     assert "500 x NodeResourcesFit: Insufficient cpu" in text
+
+
+def test_a_quota_refusal_is_explained_at_prefilter(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Why a quota refused a pod: ElasticQuota's PreFilter, with the quota's runtime, used and request."""
+    greedy = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "greedy", "namespace": "shop"},
+        "spec": {
+            "schedulerName": "koord-scheduler",
+            "containers": [{"name": "main", "image": "app", "resources": {"requests": {"cpu": "150"}}}],
+        },
+    }
+    (tmp_path / "greedy.json").write_text(json.dumps(greedy))
+    code, out, _ = _run(
+        capsys, "pod", "shop/greedy", "--cluster", EXAMPLES, "--cluster", str(tmp_path), "-o", "json"
+    )
+    assert code == 0
+    data = json.loads(out)
+    assert data["preFilter"]["status"] == "Unschedulable" and data["preFilter"]["plugin"] == "ElasticQuota"
+    assert (
+        "quotaName: shop" in data["preFilter"]["reason"]
+        and "exceedDimensions: [cpu]" in data["preFilter"]["reason"]
+    )
+    assert data["result"]["status"] == "Unschedulable" and data["summary"]["feasible"] == 0
+    assert [g["plugin"] for g in data["rejected"]] == ["ElasticQuota"]
