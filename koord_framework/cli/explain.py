@@ -127,7 +127,7 @@ def _pod(args: argparse.Namespace, cluster: MemoryCluster, config: Any) -> tuple
 
     if args.nodes is not None and args.nodes < 0:
         raise UsageError(f"--nodes {args.nodes}: must be 0 or more")
-    ex = explain_pod(cluster, config, args.target, seed=args.seed)
+    ex = explain_pod(cluster, config, args.target, seed=args.seed, focus=args.node)
     if args.node is not None and args.node not in {v.name for v in ex.nodes}:
         from koord_framework.explain.source import unknown
 

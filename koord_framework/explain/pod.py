@@ -24,6 +24,7 @@ from koord_framework.config.loader import LoadedSchedulerConfig
 from koord_framework.errors import KoordError
 from koord_framework.explain.source import unknown
 from koord_framework.scheduler.cycle_state import CycleState
+from koord_framework.scheduler.framework import _filter_one
 from koord_framework.scheduler.interface import PreFilterResult
 from koord_framework.scheduler.scheduler import PodOutcome, Scheduler
 from koord_framework.scheduler.status import Status
@@ -52,6 +53,9 @@ class NodeVerdict:
     total: int | None = None
     rank: int | None = None
     """1 for the best total (equal totals share a rank)."""
+    filters: list[dict[str, str]] | None = None
+    """With ``--node``: every Filter plugin's own verdict on this node (``plugin``, ``code``, ``reason``),
+    each run on its own, past a rejection (the scheduler stops at the first)."""
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "feasible": self.feasible}
@@ -63,6 +67,8 @@ class NodeVerdict:
             }
             out["total"] = self.total
             out["rank"] = self.rank
+        if self.filters is not None:
+            out["filters"] = list(self.filters)
         return out
 
 
@@ -137,7 +143,12 @@ class PodExplanation:
 
 
 def explain_pod(
-    cluster: MemoryCluster, config: LoadedSchedulerConfig, key: str, *, seed: int = 0
+    cluster: MemoryCluster,
+    config: LoadedSchedulerConfig,
+    key: str,
+    *,
+    seed: int = 0,
+    focus: str | None = None,
 ) -> PodExplanation:
     """Run one dry scheduling cycle of pod ``key`` (``NS/NAME``) on ``cluster`` (a private copy: the cycle
     writes to it). Raises ``UnknownObject`` for a pod the cluster does not hold, ``KoordError`` for one the
@@ -156,7 +167,7 @@ def explain_pod(
         _unbind(cluster, obj)
     sched = Scheduler.from_config(cluster, config, seed=seed, explain=True, record_outcomes=True)
     try:
-        return _dry_cycle(sched, namespace, name, bound_to)
+        return _dry_cycle(sched, namespace, name, bound_to, focus)
     finally:
         sched.close()
 
@@ -177,7 +188,9 @@ def _unbind(cluster: MemoryCluster, obj: dict[str, Any]) -> None:
     cluster.create(pending)
 
 
-def _dry_cycle(sched: Scheduler, namespace: str, name: str, bound_to: str | None) -> PodExplanation:
+def _dry_cycle(
+    sched: Scheduler, namespace: str, name: str, bound_to: str | None, focus: str | None
+) -> PodExplanation:
     sched.start()
     pod = sched.pod_cache.get(namespace, name)
     if pod is None:  # the cache follows the cluster; absent only if something removed it meanwhile
@@ -194,7 +207,7 @@ def _dry_cycle(sched: Scheduler, namespace: str, name: str, bound_to: str | None
     if info is None:
         raise KoordError(f"pod {namespace}/{name} is not in the scheduling queue of the copy")
     captured: dict[str, Any] = {}
-    _capture_pre_filter(fw, captured)
+    _capture_pre_filter(sched, fw, captured, focus)
     sched._scheduling_cycle(info)
     sched._drain_bindings()
     outcome = sched.outcomes.get(pod.uid)
@@ -205,8 +218,9 @@ def _dry_cycle(sched: Scheduler, namespace: str, name: str, bound_to: str | None
     if outcome.status == "Waiting":
         waiting = sched.waiting.get(pod.uid)
         pending = waiting.pending_plugins() if waiting is not None else []
-        permit = f"Wait for {', '.join(pending)}: {outcome.message}" if pending else outcome.message
-        if waiting is not None:
+        permit = f"Wait for {', '.join(pending)}" if pending else f"Wait: {outcome.message}"
+        if waiting is not None and pending:
+            permit += " (allowed on the copy to show what PreBind would write)"
             for plugin in pending:  # as if the gang were complete: what would PreBind write?
                 waiting.allow(plugin)
             sched._drain_bindings()
@@ -216,15 +230,27 @@ def _dry_cycle(sched: Scheduler, namespace: str, name: str, bound_to: str | None
     return _explanation(sched, fw.profile_name, first, outcome, captured, bound_to, gated_by, permit)
 
 
-def _capture_pre_filter(fw: Any, captured: dict[str, Any]) -> None:
+def _capture_pre_filter(sched: Scheduler, fw: Any, captured: dict[str, Any], focus: str | None) -> None:
     """Keep what ``run_pre_filter`` returned (the merged node set and the first rejection) and which
-    plugins skipped their Filter, on this throwaway framework only."""
+    plugins skipped their Filter, on this throwaway framework only; with ``focus``, also run every Filter
+    plugin on that node on its own, on a copy of the cycle state PreFilter left."""
     original: Callable[[CycleState, Any], tuple[PreFilterResult | None, Status]] = fw.run_pre_filter
 
     def run_pre_filter(state: CycleState, pod: Any) -> tuple[PreFilterResult | None, Status]:
         result, status = original(state, pod)
         captured["result"], captured["status"] = result, status
         captured["skipped"] = sorted(state.skip_filter)
+        node = sched.snapshot.get(focus) if focus is not None else None
+        if node is not None and status.is_success:
+            copy_state = state.clone()
+            verdicts = []
+            for f in fw.filters:
+                if f.name in state.skip_filter:
+                    verdicts.append({"plugin": f.name, "code": "Skip", "reason": "PreFilter returned Skip"})
+                    continue
+                s = _filter_one(f, copy_state, pod, node)
+                verdicts.append({"plugin": f.name, "code": s.code.label, "reason": s.message})
+            captured["focus"], captured["focus_name"] = verdicts, focus
         return result, status
 
     fw.run_pre_filter = run_pre_filter
@@ -266,6 +292,10 @@ def _explanation(
         else:  # not reached: the cycle ended before scoring (an error, or a PreScore rejection)
             verdicts.append(NodeVerdict(ni.name, True))
     _rank(verdicts)
+    if "focus" in captured:
+        for v in verdicts:
+            if v.name == captured.get("focus_name"):
+                v.filters = captured["focus"]
     chosen = cycle.node
     tied: list[str] = []
     if chosen is not None and chosen in totals:

@@ -109,11 +109,14 @@ def _feasible_lines(feasible: list[NodeVerdict], top: int) -> list[str]:
 def _focus(ex: PodExplanation, name: str) -> list[str]:
     v = next(v for v in ex.nodes if v.name == name)
     if not v.feasible:
-        return [
-            f"node {name}: rejected by {v.plugin or '-'} ({v.code}): {v.reason}",
-            "  (the Filter plugins after it did not run on this node)",
+        out = [f"node {name}: rejected by {v.plugin or '-'} ({v.code}): {v.reason}"]
+    else:
+        out = [f"node {name}: feasible, rank {v.rank or '-'} of {len(ex.feasible())}, total {v.total}"]
+    if v.filters is not None:
+        out.append("  each Filter plugin on its own (the scheduler stops at the first rejection):")
+        out += [
+            f"    {f['plugin']}: {f['code']}{': ' + f['reason'] if f['reason'] else ''}" for f in v.filters
         ]
-    out = [f"node {name}: feasible, rank {v.rank or '-'} of {len(ex.feasible())}, total {v.total}"]
     for plugin, (raw, norm, weighted) in v.scores.items():
         out.append(f"  {plugin}: raw {raw}, normalized {norm}, weighted {weighted}")
     return out

@@ -17,7 +17,12 @@ from koord_framework.cluster.memory import MemoryCluster
 from koord_framework.cluster.port import ClusterPort
 from koord_framework.errors import ClusterError, KoordError
 
-__all__ = ["UnknownObject", "close_names", "from_manifests", "read_only_copy"]
+__all__ = ["NOT_COPIED", "UnknownObject", "close_names", "from_manifests", "read_only_copy"]
+
+NOT_COPIED = frozenset(
+    {"Event", "Secret", "Lease", "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"}
+)
+"""Kinds no explanation reads: never listed from a live cluster (Secrets are not read at all)."""
 
 
 class UnknownObject(KoordError):
@@ -50,7 +55,7 @@ def read_only_copy(source: ClusterPort, now: float | None) -> MemoryCluster:
     installed, a kind the credentials may not read) is left out of the copy, as an empty list."""
     cluster = MemoryCluster(VirtualClock(time.time() if now is None else now), seed=0)
     for kind in sorted(cluster.kinds):
-        if kind == "Event" or not source.serves(kind):
+        if kind in NOT_COPIED or not source.serves(kind):
             continue
         try:
             objs, _ = source.list(kind)

@@ -66,6 +66,15 @@ def test_pod_json_matches_the_schema_and_the_text(capsys: pytest.CaptureFixture[
 def test_pod_focus_and_top(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = _run(capsys, "pod", "shop/web-1", "--cluster", EXAMPLES, "--node", "node-22")
     assert code == 0 and "node node-22: rejected by TaintToleration" in out
+    # --node runs every Filter plugin on the node on its own: past the first rejection too.
+    assert "    NodeResourcesFit: " in out and "    LoadAwareScheduling: Success" in out
+    code, out, _ = _run(
+        capsys, "pod", "ml/infer-half-0", "--cluster", EXAMPLES, "--node", "node-22", "-o", "json"
+    )
+    (node,) = json.loads(out)["nodes"]
+    verdicts = {f["plugin"]: f["code"] for f in node["filters"]}
+    assert verdicts["TaintToleration"] == "UnschedulableAndUnresolvable"
+    assert verdicts["NodeResourcesFit"] == "Unschedulable" and verdicts["DeviceShare"] == "Success"
     code, out, _ = _run(capsys, "pod", "shop/web-1", "--cluster", EXAMPLES, "-o", "json", "--nodes", "2")
     assert code == 0 and len(json.loads(out)["nodes"]) == 2
 
@@ -191,3 +200,31 @@ def test_a_thousand_nodes_read_compactly() -> None:
     text = render_pod(ex, top=5)
     assert len(text.splitlines()) <= 25
     assert "500 x NodeResourcesFit: Insufficient cpu" in text
+
+
+def test_a_quota_refusal_is_explained_at_prefilter(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Why a quota refused a pod: ElasticQuota's PreFilter, with the quota's runtime, used and request."""
+    greedy = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "greedy", "namespace": "shop"},
+        "spec": {
+            "schedulerName": "koord-scheduler",
+            "containers": [{"name": "main", "image": "app", "resources": {"requests": {"cpu": "150"}}}],
+        },
+    }
+    (tmp_path / "greedy.json").write_text(json.dumps(greedy))
+    code, out, _ = _run(
+        capsys, "pod", "shop/greedy", "--cluster", EXAMPLES, "--cluster", str(tmp_path), "-o", "json"
+    )
+    assert code == 0
+    data = json.loads(out)
+    assert data["preFilter"]["status"] == "Unschedulable" and data["preFilter"]["plugin"] == "ElasticQuota"
+    assert (
+        "quotaName: shop" in data["preFilter"]["reason"]
+        and "exceedDimensions: [cpu]" in data["preFilter"]["reason"]
+    )
+    assert data["result"]["status"] == "Unschedulable" and data["summary"]["feasible"] == 0
+    assert [g["plugin"] for g in data["rejected"]] == ["ElasticQuota"]
