@@ -434,10 +434,27 @@ class NodeTopologyReporter:
         meta.setdefault("annotations", {}).update(annotations)
         meta.setdefault("labels", {}).update(labels)
         obj["topologyPolicies"] = [policy]
-        # Zones koordlet does not manage (another agent's) are kept; its own are replaced.
+        # Zones koordlet does not manage (another agent's) are kept; its own are replaced, but a resource
+        # someone else put on one of them survives (koord-manager's NUMA-level batch-cpu / batch-memory):
+        # Koordinator's koordlet merges the zone lists (``MergeZoneList``) for the same reason.
         ours = {z["name"] for z in zones}
-        kept = [z for z in obj.get("zones") or () if z.get("name") not in ours and z.get("type") != "Node"]
-        obj["zones"] = [*kept, *zones]
+        current = list(obj.get("zones") or ())
+        kept = [z for z in current if z.get("name") not in ours and z.get("type") != "Node"]
+        previous = {z.get("name"): z for z in current if z.get("name") in ours}
+        merged = []
+        for zone in zones:
+            old = previous.get(zone["name"])
+            resources = list(zone.get("resources") or ())
+            names = {r.get("name") for r in resources}
+            extra = [
+                r
+                for r in (old or {}).get("resources") or ()
+                if r.get("name") not in names and r.get("name") not in MANAGED_RESOURCES
+            ]
+            if extra:
+                zone = {**zone, "resources": sorted([*resources, *extra], key=lambda r: str(r.get("name")))}
+            merged.append(zone)
+        obj["zones"] = [*kept, *merged]
 
     @staticmethod
     def _changed(

@@ -205,6 +205,39 @@ def test_unchanged_topology_is_not_written_again(tmp_path: Path) -> None:
     assert reporter.report(cluster, state, read_node_cpu_info(tree.paths)) is not None
 
 
+def test_a_changed_topology_keeps_the_managers_batch_entries_on_the_zones(tmp_path: Path) -> None:
+    """koord-manager writes NUMA-level batch-cpu / batch-memory into the koordlet's zones; a koordlet rewrite
+    of its own resources (cpu went offline) must not drop them (Koordinator's MergeZoneList)."""
+    tree = FakeHostTree(tmp_path, cpus=machine(1, 1, 4, 2))
+    cluster = MemoryCluster(VirtualClock(0))
+    state = build_state("n1", tree.layout, node=node_manifest("n1", 8), pods=[], node_slo=None)
+    reporter = NodeTopologyReporter(tree.paths)
+    assert reporter.report(cluster, state, read_node_cpu_info(tree.paths)) is not None
+    nrt = cluster.get("NodeResourceTopology", "n1")
+    batch = {
+        "name": "kubernetes.io/batch-cpu",
+        "capacity": "3000",
+        "allocatable": "3000",
+        "available": "3000",
+    }
+    zone = nrt["zones"][0]["name"]
+    cluster.patch(
+        "NodeResourceTopology",
+        "n1",
+        "",
+        {
+            "zones": [
+                {**z, "resources": [*z["resources"], batch]} if z["name"] == zone else z for z in nrt["zones"]
+            ]
+        },
+    )
+    (tree.paths.sys / "devices" / "system" / "cpu" / "online").write_text("0-3\n")
+    assert reporter.report(cluster, state, read_node_cpu_info(tree.paths)) is not None
+    after = zones(cluster.get("NodeResourceTopology", "n1"))
+    assert after[zone]["kubernetes.io/batch-cpu"] == "3000"
+    assert after[zone]["cpu"] != zones(nrt)[zone]["cpu"]  # the koordlet's own value was rewritten
+
+
 def test_topology_policy_names() -> None:
     assert topology_policy("", "container") == "None"
     assert topology_policy("none", "pod") == "None"
