@@ -155,7 +155,9 @@ def _worker_main(
                 synced = True
                 certified = certified or certify()
             elif op == "reload":
-                certified = certify() or certified
+                loaded = certify()
+                certified = loaded or certified
+                conn.send(("reloaded", msg[1], loaded))
             elif op == "stop":
                 break
             if synced and certified and not reported:
@@ -173,6 +175,8 @@ class _Worker:
         self.conn = conn
         self.unsubscribe = unsubscribe
         self.ready = False
+        self.reloaded = 0
+        """The last certificate reload this worker has done (``WorkerPool.reload``'s sequence number)."""
         self.send_lock = threading.Lock()
 
     def send(self, msg: tuple[Any, ...]) -> None:
@@ -210,6 +214,8 @@ class WorkerPool:
         self._ctx = mp.get_context("spawn")
         self._workers: list[_Worker | None] = [None] * count
         self._lock = threading.Lock()
+        self._acked = threading.Condition(self._lock)
+        self._reload_seq = 0
         self._closing = threading.Event()
         self._supervisor: threading.Thread | None = None
 
@@ -241,10 +247,27 @@ class WorkerPool:
         self._supervisor = threading.Thread(target=self._supervise, name="webhook-workers", daemon=True)
         self._supervisor.start()
 
-    def reload(self) -> None:
-        """Tell every worker to load the certificates in the cert dir again."""
-        for worker in self._current():
-            worker.send(("reload",))
+    def reload(self, timeout: float = 15.0) -> None:
+        """Tell every worker to load the certificates in the cert dir again, and wait until each has (the
+        controller writes the new CA into the webhook configurations only after this returns, so the API
+        server never trusts a CA a worker does not serve yet). A worker that does not answer in ``timeout``
+        is logged; one started later loads the certificates as it starts."""
+        with self._lock:
+            self._reload_seq += 1
+            seq = self._reload_seq
+        workers = self._current()
+        for worker in workers:
+            worker.send(("reload", seq))
+        deadline = time.monotonic() + timeout
+        with self._acked:
+            while True:
+                late = [w for w in workers if w.reloaded < seq and w.process.is_alive()]
+                left = deadline - time.monotonic()
+                if not late or left <= 0:
+                    break
+                self._acked.wait(left)
+        for w in late:
+            log.warning("webhook worker pid %s did not confirm the certificate reload in time", w.process.pid)
 
     def ready(self) -> bool:
         workers = self._current()
@@ -274,6 +297,12 @@ class WorkerPool:
                         if msg[0] == "ready":
                             w.ready = True
                             log.info("webhook worker %d (pid %s) serving", slot, msg[1])
+                        elif msg[0] == "reloaded":
+                            with self._acked:
+                                w.reloaded = max(w.reloaded, int(msg[1]))
+                                self._acked.notify_all()
+                            if not msg[2]:
+                                log.error("webhook worker %d could not load the new certificate", slot)
                     elif ready == w.process.sentinel and not w.process.is_alive():
                         self._restart(slot, w, restarts)
 
