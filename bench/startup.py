@@ -5,9 +5,9 @@
 Starts the e2e harness's etcd + kube-apiserver (tests/e2e/harness.py) with an audit log of bindings,
 creates the nodes and pending pods, then execs the scheduler (leader election off) ``--runs`` times; each
 run's time to first bind is the first ``pods/binding`` request the audit log records minus the moment of
-exec, and its CPU seconds are the process's (all threads, user + system) when that binding is seen. After
-each run the pods it bound are replaced by fresh pending ones (deleted at once: with no kubelet a bound
-pod deleted gracefully would stay Terminating and every later run would list more pods).
+exec, and its CPU seconds are the process's (all threads, user + system) at that moment (sampled every
+10 ms). After each run the pods it bound are replaced by fresh pending ones (deleted at once: with no
+kubelet a bound pod deleted gracefully would stay Terminating and every later run would list more pods).
 
 ``--against DIR`` alternates each run with one of the checkout at ``DIR`` (its ``.venv/bin/python``, run
 from ``DIR``): an A/B on the same API server and the same load. Each figure comes with the 1-minute load
@@ -26,6 +26,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
@@ -128,6 +129,33 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+class _CpuSampler:
+    """Samples a process's CPU seconds every 10 ms, so that its CPU *at* the first binding (the audit log's
+    time) can be read afterwards: reading it when the binding is noticed would add whatever the process did
+    while this benchmark waited for a core on a loaded machine."""
+
+    def __init__(self, pid: int) -> None:
+        self.samples: list[tuple[float, float]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(pid,), daemon=True)
+        self._thread.start()
+
+    def _run(self, pid: int) -> None:
+        while not self._stop.is_set():
+            try:
+                self.samples.append((time.time(), _cpu_seconds(pid)))
+            except (OSError, IndexError, ValueError):
+                return
+            self._stop.wait(0.01)
+
+    def at(self, when: float) -> float:
+        """CPU seconds of the last sample at or before ``when``."""
+        self._stop.set()
+        self._thread.join()
+        before = [cpu for at, cpu in self.samples if at <= when]
+        return before[-1] if before else float("nan")
+
+
 def _compile_bytecode(tree: Path) -> None:
     python = tree / ".venv" / "bin" / "python"
     dirs = [d for d in ("koord_framework", "libs", "plugins") if (tree / d).is_dir()]
@@ -181,10 +209,10 @@ def main(argv: list[str] | None = None) -> int:
                     proc = subprocess.Popen(
                         command, cwd=tree, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
                     )
+                sampler = _CpuSampler(proc.pid)
                 try:
                     first = _first_bind_after(server, began, offset)
-                    alive = first is not None and proc.poll() is None
-                    cpu = _cpu_seconds(proc.pid) if alive else float("nan")
+                    cpu = sampler.at(first) if first is not None else float("nan")
                 finally:
                     harness.stop_process(proc)
                 if first is None:
