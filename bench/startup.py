@@ -1,12 +1,19 @@
 """Start-up of ``koord scheduler`` on a real API server: the time from exec to its first binding.
 
-    .venv/bin/python -m bench.startup [--nodes 1000] [--pods 5000] [--runs 3]
+    .venv/bin/python -m bench.startup [--nodes 1000] [--pods 5000] [--runs 3] [--against DIR]
 
 Starts the e2e harness's etcd + kube-apiserver (tests/e2e/harness.py) with an audit log of bindings,
 creates the nodes and pending pods, then execs the scheduler (leader election off) ``--runs`` times; each
 run's time to first bind is the first ``pods/binding`` request the audit log records minus the moment of
-exec. After each run the pods it bound are replaced by fresh pending ones. Issue 22, gap 4 (the side-by-side
-with kube-scheduler is bench/kube_e2e.py's).
+exec, and its CPU seconds are the process's (all threads, user + system) at that moment (sampled every
+10 ms). After each run the pods it bound are replaced by fresh pending ones (deleted at once: with no
+kubelet a bound pod deleted gracefully would stay Terminating and every later run would list more pods).
+
+``--against DIR`` alternates each run with one of the checkout at ``DIR`` (its ``.venv/bin/python``, run
+from ``DIR``): an A/B on the same API server and the same load. Each figure comes with the 1-minute load
+average at its start, since the machine may be shared. Bytecode is compiled for the checkout(s) first, as
+``make install`` and the image do. Issue 22, gap 4 (the side-by-side with kube-scheduler is
+bench/kube_e2e.py's).
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
@@ -72,33 +80,96 @@ def _setup(server: Any, nodes: int, pods: int, scheduler: str) -> Any:
     return kube
 
 
-def _first_bind_after(server: Any, since: float, timeout: float = 120.0) -> float | None:
+def _audit_size(server: Any) -> int:
+    path = server.audit_log
+    return path.stat().st_size if path is not None and path.exists() else 0
+
+
+def _first_bind_after(server: Any, since: float, offset: int, timeout: float = 120.0) -> float | None:
+    """The first binding the audit log records at or after ``since``, reading from byte ``offset`` on
+    (the log of earlier runs is not parsed again while the process under test competes for the CPU)."""
     deadline = time.monotonic() + timeout
+    pending = b""
     while time.monotonic() < deadline:
-        for ev in server.audit_events():
-            at = _epoch(ev.get("requestReceivedTimestamp") or "1970-01-01T00:00:00Z")
-            if at >= since and (ev.get("objectRef") or {}).get("subresource") == "binding":
-                return at
-        time.sleep(0.05)
+        path = server.audit_log
+        if path is not None and path.exists():
+            with open(path, "rb") as log:
+                log.seek(offset)
+                chunk = log.read()
+            offset += len(chunk)
+            *lines, pending = (pending + chunk).split(b"\n")
+            for line in lines:
+                if b'"binding"' not in line:
+                    continue
+                ev = json.loads(line)
+                at = _epoch(ev.get("requestReceivedTimestamp") or "1970-01-01T00:00:00Z")
+                if at >= since and (ev.get("objectRef") or {}).get("subresource") == "binding":
+                    return at
+        time.sleep(0.02)
     return None
 
 
 def _refill(kube: Any, scheduler: str, run: int) -> None:
     """Replace the pods a run bound by pending ones, so every run starts from the same backlog."""
     listed, _ = kube.list("Pod", "bench")
-    for i, pod in enumerate(p for p in listed if p["spec"].get("nodeName")):
-        kube.delete("Pod", pod["metadata"]["name"], "bench")
+    bound = [p["metadata"]["name"] for p in listed if p["spec"].get("nodeName")]
+
+    def replace(item: tuple[int, str]) -> None:
+        i, name = item
+        kube.delete("Pod", name, "bench")
         kube.create(_pod(f"r{run}-{i}", "bench", scheduler))
 
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(replace, enumerate(bound)))
 
-def _koord_args(workdir: Path, server: Any, harness: Any) -> list[str]:
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU of a running process, all its threads (``/proc/<pid>/stat``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class _CpuSampler:
+    """Samples a process's CPU seconds every 10 ms, so that its CPU *at* the first binding (the audit log's
+    time) can be read afterwards: reading it when the binding is noticed would add whatever the process did
+    while this benchmark waited for a core on a loaded machine."""
+
+    def __init__(self, pid: int) -> None:
+        self.samples: list[tuple[float, float]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(pid,), daemon=True)
+        self._thread.start()
+
+    def _run(self, pid: int) -> None:
+        while not self._stop.is_set():
+            try:
+                self.samples.append((time.time(), _cpu_seconds(pid)))
+            except (OSError, IndexError, ValueError):
+                return
+            self._stop.wait(0.01)
+
+    def at(self, when: float) -> float:
+        """CPU seconds of the last sample at or before ``when``."""
+        self._stop.set()
+        self._thread.join()
+        before = [cpu for at, cpu in self.samples if at <= when]
+        return before[-1] if before else float("nan")
+
+
+def _compile_bytecode(tree: Path) -> None:
+    python = tree / ".venv" / "bin" / "python"
+    dirs = [d for d in ("koord_framework", "libs", "plugins") if (tree / d).is_dir()]
+    subprocess.run([str(python), "-m", "compileall", "-q", "-j", "0", *dirs], cwd=tree, capture_output=True)
+
+
+def _koord_args(workdir: Path, server: Any, harness: Any, python: str = sys.executable) -> list[str]:
     source = yaml.safe_load((ROOT / "configs" / "scheduler" / "koord-scheduler.yaml").read_text())
     config = yaml.safe_load(source["data"]["koord-scheduler-config"])
     config["leaderElection"]["leaderElect"] = False
     path = workdir / "koord-scheduler.yaml"
     path.write_text(yaml.safe_dump(config))
     return [
-        sys.executable,
+        python,
         "-m",
         "koord_framework.cli.serve",
         "scheduler",
@@ -113,7 +184,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--pods", type=int, default=5000)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--against", type=Path, metavar="DIR", help="another checkout to alternate with")
     args = parser.parse_args(argv)
+    trees = [ROOT] + ([args.against.resolve()] if args.against else [])
+    for tree in trees:
+        _compile_bytecode(tree)
     harness = _harness()
     workdir = Path(tempfile.mkdtemp(prefix="koord-startup-"))
     bins = harness.ensure_binaries()
@@ -121,35 +196,53 @@ def main(argv: list[str] | None = None) -> int:
     scheduler = "koord-scheduler"
     try:
         kube = _setup(server, args.nodes, args.pods, scheduler)
-        command = _koord_args(workdir, server, harness)
-        results = []
+        kube.grace_period_seconds = 0
+        results: dict[str, list[dict[str, float]]] = {str(t): [] for t in trees}
         for run in range(args.runs):
-            log = workdir / f"run-{run}.log"
-            with open(log, "wb") as out:
-                began = time.time()
-                proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-            try:
-                first = _first_bind_after(server, began)
-            finally:
-                harness.stop_process(proc)
-            if first is None:
-                print(f"run {run}: no binding within the timeout; see {log}", file=sys.stderr)
-                return 1
-            results.append(first - began)
-            print(f"run {run}: first bind {first - began:.2f} s after exec", flush=True)
-            _refill(kube, scheduler, run)
-        name = "koord scheduler"
-        print(
-            json.dumps(
+            for tree in trees:
+                command = _koord_args(workdir, server, harness, str(tree / ".venv" / "bin" / "python"))
+                log = workdir / f"run-{run}-{len(results[str(tree)])}-{tree.name}.log"
+                load = os.getloadavg()[0]
+                offset = _audit_size(server)
+                with open(log, "wb") as out:
+                    began = time.time()
+                    proc = subprocess.Popen(
+                        command, cwd=tree, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+                    )
+                sampler = _CpuSampler(proc.pid)
+                try:
+                    first = _first_bind_after(server, began, offset)
+                    cpu = sampler.at(first) if first is not None else float("nan")
+                finally:
+                    harness.stop_process(proc)
+                if first is None:
+                    print(f"run {run} ({tree}): no binding within the timeout; see {log}", file=sys.stderr)
+                    return 1
+                results[str(tree)].append(
+                    {"first_bind_s": round(first - began, 2), "cpu_s": round(cpu, 2), "load1": round(load, 1)}
+                )
+                print(
+                    f"run {run} ({tree}): first bind {first - began:.2f} s after exec, "
+                    f"{cpu:.2f} CPU s, load average {load:.1f}",
+                    flush=True,
+                )
+                _refill(kube, scheduler, run * len(trees) + trees.index(tree))
+        summary = []
+        for tree, runs in results.items():
+            summary.append(
                 {
-                    "scheduler": name,
+                    "scheduler": "koord scheduler",
+                    "tree": tree,
                     "nodes": args.nodes,
                     "pods": args.pods,
-                    "first_bind_s": [round(r, 2) for r in results],
-                    "median_s": round(statistics.median(results), 2),
+                    "first_bind_s": [r["first_bind_s"] for r in runs],
+                    "cpu_s": [r["cpu_s"] for r in runs],
+                    "load1": [r["load1"] for r in runs],
+                    "median_s": round(statistics.median(r["first_bind_s"] for r in runs), 2),
+                    "median_cpu_s": round(statistics.median(r["cpu_s"] for r in runs), 2),
                 }
             )
-        )
+        print(json.dumps(summary if len(summary) > 1 else summary[0]))
         kube.close()
     finally:
         server.stop()

@@ -7,7 +7,7 @@ third-party harnesses build registries from classes directly with ``PluginRegist
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib import metadata
 from typing import Any
 
@@ -51,10 +51,23 @@ class PluginInfo:
 @dataclass
 class _Source:
     entry_point: metadata.EntryPoint | None
-    distribution: str
-    version: str
+    known: tuple[str, str] | None = None
+    """(distribution, version) when given; else read from the entry point's distribution on first use:
+    parsing every distribution's metadata at discovery was a tenth of loading a profile (start-up)."""
     cls: type[Plugin] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def distribution(self) -> str:
+        return self._dist()[0]
+
+    @property
+    def version(self) -> str:
+        return self._dist()[1]
+
+    def _dist(self) -> tuple[str, str]:
+        if self.known is None:
+            self.known = _dist_of(self.entry_point) if self.entry_point is not None else ("<unknown>", "")
+        return self.known
 
 
 def _dist_of(ep: metadata.EntryPoint) -> tuple[str, str]:
@@ -83,18 +96,23 @@ class PluginRegistry:
         (a path on ``sys.path`` twice) is not.
         """
         group = GROUPS.get(group, group)
-        found: dict[str, list[tuple[metadata.EntryPoint, str, str]]] = {}
+        found: dict[str, list[metadata.EntryPoint]] = {}
         for ep in metadata.entry_points(group=group):
-            dist, ver = _dist_of(ep)
-            claims = found.setdefault(ep.name, [])
-            if not any(d == dist and e.value == ep.value for e, d, _ in claims):
-                claims.append((ep, dist, ver))
+            found.setdefault(ep.name, []).append(ep)
         sources: dict[str, _Source] = {}
-        for name, claims in found.items():
+        for name, eps in found.items():
+            if len(eps) == 1:
+                sources[name] = _Source(eps[0])  # its distribution is read when someone asks
+                continue
+            claims: list[tuple[metadata.EntryPoint, str, str]] = []
+            for ep in eps:
+                dist, ver = _dist_of(ep)
+                if not any(d == dist and e.value == ep.value for e, d, _ in claims):
+                    claims.append((ep, dist, ver))
             if len(claims) > 1:
                 raise DuplicatePluginError(group, name, [f"{d} {v} ({e.value})" for e, d, v in claims])
             ep, dist, ver = claims[0]
-            sources[name] = _Source(ep, dist, ver)
+            sources[name] = _Source(ep, (dist, ver))
         return cls(group, sources)
 
     @classmethod
@@ -107,7 +125,7 @@ class PluginRegistry:
                 raise DuplicatePluginError(
                     group, klass.name, [klass.__module__, sources[klass.name].distribution]
                 )
-            sources[klass.name] = _Source(None, klass.__module__, "", cls=klass)
+            sources[klass.name] = _Source(None, (klass.__module__, ""), cls=klass)
         return cls(group, sources)
 
     def with_classes(self, classes: Iterable[type[Plugin]]) -> PluginRegistry:

@@ -34,14 +34,15 @@ from koord_framework.config.common import (
     socket_address_errors,
     split_host_port,
 )
+from koord_framework.config.documents import DESCHEDULER_API_VERSION, DESCHEDULER_KIND
 from koord_framework.config.problems import PathPart, load_class, not_implemented_message, problem
 from koord_framework.config.scheduler import merge_entries
 from koord_framework.errors import Problem
 from koord_framework.plugin import Plugin
 from koord_framework.registry import PluginRegistry
 
-API_VERSION = "descheduler/v1alpha2"
-KIND = "DeschedulerConfiguration"
+API_VERSION = DESCHEDULER_API_VERSION
+KIND = DESCHEDULER_KIND
 DEFAULT_PROFILE_NAME = "koord-descheduler"
 DEFAULT_PORT = 10251
 DEFAULT_BIND_ADDRESS = f"0.0.0.0:{DEFAULT_PORT}"

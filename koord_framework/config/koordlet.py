@@ -23,13 +23,14 @@ from koord_framework.config.common import (
     TypedConfig,
     socket_address_errors,
 )
+from koord_framework.config.documents import KOORDLET_API_VERSION, KOORDLET_KIND
 from koord_framework.config.problems import PathPart, entry_selector, load_class, problem, validate_args
 from koord_framework.errors import Problem
 from koord_framework.plugin import Plugin, PluginArgs
 from koord_framework.registry import PluginRegistry
 
-API_VERSION = "koordlet.koordinator.sh/v1alpha1"
-KIND = "KoordletConfiguration"
+API_VERSION = KOORDLET_API_VERSION
+KIND = KOORDLET_KIND
 
 
 class HostPaths(ConfigModel):

@@ -18,7 +18,7 @@ import os
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import pydantic
 import yaml
@@ -27,11 +27,15 @@ from yaml.constructor import ConstructorError
 from yaml.nodes import MappingNode, Node, ScalarNode
 from yaml.scanner import ScannerError
 
-from koord_framework.config import descheduler as desched
-from koord_framework.config import koordlet as klet
 from koord_framework.config import legacy
-from koord_framework.config import scheduler as sched
 from koord_framework.config.common import LabelSelector, PluginConfig, TypedConfig
+from koord_framework.config.documents import (
+    COMPONENTS,
+    KIND_COMPONENT,
+    KINDS,
+    SCHEDULER_API_VERSION,
+    Component,
+)
 from koord_framework.config.problems import (
     PathPart,
     describe_value,
@@ -45,15 +49,47 @@ from koord_framework.errors import ConfigReadError, Problem, ValidationError
 from koord_framework.plugin import Plugin, PluginArgs
 from koord_framework.registry import PluginRegistry
 
-Component = Literal["scheduler", "descheduler", "koordlet"]
-COMPONENTS: tuple[Component, ...] = ("scheduler", "descheduler", "koordlet")
+if TYPE_CHECKING:
+    # Each component's models are imported by the function that loads that component, so that a process
+    # loading one configuration does not build the pydantic models of the others (start-up, issue 22).
+    from koord_framework.config import descheduler as desched
+    from koord_framework.config import koordlet as klet
+    from koord_framework.config import scheduler as sched
 
-MODELS: dict[Component, type[TypedConfig]] = {
-    "scheduler": sched.KubeSchedulerConfiguration,
-    "descheduler": desched.DeschedulerConfiguration,
-    "koordlet": klet.KoordletConfiguration,
-}
-KIND_COMPONENT: dict[str, Component] = {model.KIND: comp for comp, model in MODELS.items()}
+__all__ = [
+    "COMPONENTS",
+    "KIND_COMPONENT",
+    "Component",
+    "LoadedConfig",
+    "LoadedDeschedulerConfig",
+    "LoadedKoordletConfig",
+    "LoadedSchedulerConfig",
+    "ResolvedDeschedulerProfile",
+    "ResolvedSchedulerProfile",
+    "load_descheduler_config",
+    "load_file",
+    "load_koordlet_config",
+    "load_scheduler_config",
+    "load_text",
+    "model_for",
+    "read_text",
+]
+
+
+def model_for(component: Component) -> type[TypedConfig]:
+    """The pydantic model of ``component``'s configuration (imports that component's models alone)."""
+    if component == "scheduler":
+        from koord_framework.config.scheduler import KubeSchedulerConfiguration
+
+        return KubeSchedulerConfiguration
+    if component == "descheduler":
+        from koord_framework.config.descheduler import DeschedulerConfiguration
+
+        return DeschedulerConfiguration
+    from koord_framework.config.koordlet import KoordletConfiguration
+
+    return KoordletConfiguration
+
 
 MAX_FILE_BYTES = 8 * 1024 * 1024
 MAX_DEPTH = 100
@@ -388,7 +424,7 @@ def _unwrap(text: str, node: Node | None, data: Any, component: Component | None
 def _choose_key(entries: Mapping[str, str], component: Component | None) -> tuple[str | None, str]:
     if len(entries) == 1:
         return next(iter(entries)), ""
-    wanted = {MODELS[component].KIND} if component else set(KIND_COMPONENT)
+    wanted = {KINDS[component][0]} if component else set(KIND_COMPONENT)
     matching = []
     for key, value in entries.items():
         try:
@@ -425,7 +461,7 @@ def _typed(data: dict[str, Any], component: Component | None) -> _Document:
         if component is None:
             problems.append(problem(["kind"], f"required: one of {known} (or a ConfigMap holding one)"))
         else:
-            problems.append(problem(["kind"], f"required: {MODELS[component].KIND}"))
+            problems.append(problem(["kind"], f"required: {KINDS[component][0]}"))
         return _Document(data, component, problems)
     if not isinstance(kind, str) or kind not in KIND_COMPONENT:
         shown = repr(kind) if isinstance(kind, str) else describe_value(kind)
@@ -434,11 +470,11 @@ def _typed(data: dict[str, Any], component: Component | None) -> _Document:
     detected = KIND_COMPONENT[kind]
     if component is not None and component != detected:
         problems.append(
-            problem(["kind"], f"this is a {kind}, not a {MODELS[component].KIND} (--component {component})")
+            problem(["kind"], f"this is a {kind}, not a {KINDS[component][0]} (--component {component})")
         )
         return _Document(None, component, problems)
     if not data.get("apiVersion"):
-        problems.append(problem(["apiVersion"], f"required: {MODELS[detected].API_VERSION}"))
+        problems.append(problem(["apiVersion"], f"required: {KINDS[detected][1]}"))
     return _Document(data, detected, problems)
 
 
@@ -479,7 +515,8 @@ def _resolve_args(
             problems.append(
                 problem(
                     at,
-                    f'"{entry.name}" was removed from kube-scheduler and is invalid in {sched.API_VERSION}',
+                    f'"{entry.name}" was removed from kube-scheduler and is invalid in '
+                    f"{SCHEDULER_API_VERSION}",
                 )
             )
             continue
@@ -559,18 +596,22 @@ def _check_config_entries(
     entries_raw = raw_profile.get("pluginConfig") if isinstance(raw_profile, dict) else None
     if not isinstance(entries_raw, list):
         return
+    from koord_framework.config.scheduler import INVALID_PLUGINS
+
     entries = []
     for item in entries_raw:
         try:
             entries.append(PluginConfig.model_validate(item, by_name=False))
         except pydantic.ValidationError:
             return  # the entries' shape is already reported; their names cannot be trusted
-    _resolve_args(where, entries, (), {}, registry, problems, sched.INVALID_PLUGINS)
+    _resolve_args(where, entries, (), {}, registry, problems, INVALID_PLUGINS)
 
 
 def _load_scheduler(
     data: Any, problems: list[Problem], registry: PluginRegistry, source: str
 ) -> LoadedSchedulerConfig:
+    from koord_framework.config import scheduler as sched
+
     old_defaults = legacy.v1beta2(data)
     data, notes = legacy.convert_scheduler(data)
     resolve = sched.resolve_plugins
@@ -623,6 +664,8 @@ def _queue_sort_args_problems(profiles: Sequence[ResolvedSchedulerProfile]) -> l
 def _load_descheduler(
     data: Any, problems: list[Problem], registry: PluginRegistry, source: str
 ) -> LoadedDeschedulerConfig:
+    from koord_framework.config import descheduler as desched
+
     data = desched.default_profiles(data)
     cfg = _validate_shape(desched.DeschedulerConfiguration, data, data, problems)
     if cfg is not None:
@@ -643,6 +686,8 @@ def _load_descheduler(
 def _load_koordlet(
     data: Any, problems: list[Problem], provider: RegistryProvider, source: str
 ) -> LoadedKoordletConfig:
+    from koord_framework.config import koordlet as klet
+
     cfg = _validate_shape(klet.KoordletConfiguration, data, data, problems)
     if cfg is None:
         raise ValidationError(source, problems)

@@ -43,6 +43,7 @@ from koord_framework.config.common import (
     default_contention_profiling,
     qualified_name_errors,
 )
+from koord_framework.config.documents import SCHEDULER_API_VERSION, SCHEDULER_KIND
 from koord_framework.config.legacy import V1BETA2_SCORE_WEIGHTS
 from koord_framework.config.problems import PathPart, load_class, not_implemented_message, problem
 from koord_framework.errors import Problem, ValidationError
@@ -50,8 +51,8 @@ from koord_framework.plugin import Plugin
 from koord_framework.registry import PluginRegistry
 from koord_framework.scheduler.interface import EXTENSION_POINT_TABLE, PROFILE_KEYS
 
-API_VERSION = "kubescheduler.config.k8s.io/v1"
-KIND = "KubeSchedulerConfiguration"
+API_VERSION = SCHEDULER_API_VERSION
+KIND = SCHEDULER_KIND
 DEFAULT_SCHEDULER_NAME = "default-scheduler"
 
 EXTENSION_POINTS: dict[str, str] = dict(PROFILE_KEYS)

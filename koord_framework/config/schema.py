@@ -17,7 +17,7 @@ from pydantic.json_schema import models_json_schema
 
 from koord_framework.config.common import PluginConfig
 from koord_framework.config.koordlet import QoSStrategyConfig
-from koord_framework.config.loader import COMPONENTS, MODELS, Component
+from koord_framework.config.loader import COMPONENTS, Component, model_for
 from koord_framework.plugin import Plugin
 from koord_framework.registry import PluginRegistry
 
@@ -44,7 +44,7 @@ def _plugin_branches(
 
 def component_schema(component: Component, registries: RegistryProvider = _discover) -> dict[str, Any]:
     """The JSON Schema of one kind (``scheduler``, ``descheduler``, ``koordlet``)."""
-    model = MODELS[component]
+    model = model_for(component)
     group = "qos" if component == "koordlet" else component
     classes = list(registries(group).load_all().values())
     entry_model: type[BaseModel] = QoSStrategyConfig if component == "koordlet" else PluginConfig
