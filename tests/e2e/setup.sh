@@ -18,7 +18,7 @@ if [ ${#need[@]} -gt 0 ]; then
   # Debian's etcd-server package ships a service unit; nothing starts it in a container, and the tests
   # start their own etcd on loopback, so there is nothing to stop here.
 fi
-etcd --version | head -1
+etcd --version | sed -n 1p  # sed reads it all: head could SIGPIPE etcd under pipefail
 # containerd, runc and busybox-static for the runtime-proxy e2e (tests/e2e/test_runtime_proxy.py).
 bash "$(dirname "$0")/setup_containerd.sh"
 # chromium and chromedriver for the HTML report of `koord compare` (tests/e2e/test_compare_report.py).

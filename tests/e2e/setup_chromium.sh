@@ -18,4 +18,4 @@ if [ ${#need[@]} -gt 0 ]; then
   # --no-install-recommends: chromium's recommends (desktop integration, extra fonts) are not needed headless.
   apt-get install -y -q --no-install-recommends "${need[@]}" >/dev/null
 fi
-chromium --version 2>/dev/null | head -1
+chromium --version 2>/dev/null | sed -n 1p

@@ -19,4 +19,4 @@ if [ ${#need[@]} -gt 0 ]; then
   # ships a service unit; nothing starts it in a container, and the test starts its own daemon.
   apt-get install -y -q --no-install-recommends "${need[@]}" >/dev/null
 fi
-containerd --version | head -1
+containerd --version | sed -n 1p
