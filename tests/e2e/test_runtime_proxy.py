@@ -346,7 +346,9 @@ class Koordlet:
                  "--runtime-hooks-addr", self.socket,
                  "--runtime-hooks-host-endpoint", self.socket,  # no container: the proxy sees the same path
                  "--runtime-hooks-config-path", str(self.dir / "hookserver.d"),
-                 "--runtime-hooks-failure-policy", policy],
+                 "--runtime-hooks-failure-policy", policy,
+                 # Koordinator gates these two hooks off by default; a GPU node turns them on.
+                 "--feature-gates", "GPUEnvInject=true,CPUNormalization=true"],
                 stdout=log, stderr=log, start_new_session=True, cwd=ROOT,
             )  # fmt: skip
         _wait(

@@ -34,8 +34,8 @@ class RuntimeHookArgs(PluginArgs):
     """Args every hook provider has: its own switch and its failure policy."""
 
     enable: bool = True
-    """The hook's own switch (until the koordlet's feature gates land: see the plugin's README for
-    Koordinator's gate name and default)."""
+    """The hook's own switch, on top of the koordlet's feature gate for it (``--feature-gates``; the
+    plugin's README names Koordinator's gate and its default): the hook runs when both are on."""
     failure_policy: FailurePolicy | None = Field(default=None)
     """``Fail``, ``Ignore`` or ``""`` (None); unset means the koordlet's ``runtimeHooks.failurePolicy``."""
 
