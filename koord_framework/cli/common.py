@@ -42,9 +42,11 @@ def add_manifest_command(
     summary: str,
     description: str | None,
     config_help: str,
+    configs: bool = False,
 ) -> argparse.ArgumentParser:
     """``koord <name>`` over a cluster described by manifests: a required, repeatable ``--cluster`` and a
-    ``--config`` profile; the command adds its own options to the parser returned."""
+    ``--config`` profile (``configs``: one or more, required); the command adds its own options to the parser
+    returned."""
     parser = subparsers.add_parser(
         name,
         help=summary,
@@ -58,8 +60,21 @@ def add_manifest_command(
         metavar="PATH",
         help="manifest file or folder (repeatable)",
     )
-    parser.add_argument("--config", metavar="FILE", help=config_help)
+    if configs:
+        parser.add_argument("--config", action="append", required=True, metavar="FILE", help=config_help)
+    else:
+        parser.add_argument("--config", metavar="FILE", help=config_help)
     return parser
+
+
+def add_clock_options(parser: argparse.ArgumentParser) -> None:
+    """``--seed`` and ``--now`` of the commands that run the scheduler on a virtual clock."""
+    parser.add_argument("--seed", type=int, default=0, help="seed of the tie-breaking among equal nodes")
+    parser.add_argument(
+        "--now",
+        metavar="RFC3339",
+        help="where the virtual clock starts (default: the newest NodeMetric updateTime, else now)",
+    )
 
 
 def bad_input(command: str, message: str) -> int:

@@ -36,6 +36,8 @@ from typing import Any
 
 from koord_framework.cli.common import (
     UsageError,
+    add_clock_options,
+    add_manifest_command,
     bad_input,
     cut,
     newest_metric_time,
@@ -51,25 +53,13 @@ SUMMARY = "run scheduler configurations on the same snapshot and compare them"
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser(
+    parser = add_manifest_command(
+        subparsers,
         "compare",
-        help=SUMMARY,
+        summary=SUMMARY,
         description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument(
-        "--cluster",
-        action="append",
-        required=True,
-        metavar="PATH",
-        help="manifest file or folder (repeatable)",
-    )
-    parser.add_argument(
-        "--config",
-        action="append",
-        required=True,
-        metavar="FILE",
-        help="scheduler configuration to compare (repeat for each; at least one)",
+        config_help="scheduler configuration to compare (repeat for each; at least one)",
+        configs=True,
     )
     parser.add_argument(
         "--label",
@@ -95,12 +85,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument("--output", "-o", choices=("table", "json"), default="table")
     parser.add_argument("--html", metavar="FILE", help="write a self-contained HTML report with plots")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the tie-breaking among equal nodes")
-    parser.add_argument(
-        "--now",
-        metavar="RFC3339",
-        help="where the virtual clock starts (default: the newest NodeMetric updateTime, else now)",
-    )
+    add_clock_options(parser)
     parser.set_defaults(func=run)
 
 

@@ -28,6 +28,7 @@ import yaml
 
 from koord_framework.cli.common import (
     UsageError,
+    add_clock_options,
     add_manifest_command,
     bad_input,
     cut,
@@ -59,12 +60,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--explain", action="store_true", help="per-node Filter verdicts and per-plugin scores"
     )
     parser.add_argument("--write-state", metavar="DIR", help="write the resulting cluster as manifests")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the tie-breaking among equal nodes")
-    parser.add_argument(
-        "--now",
-        metavar="RFC3339",
-        help="where the virtual clock starts (default: the newest NodeMetric updateTime, else now)",
-    )
+    add_clock_options(parser)
     parser.set_defaults(func=run)
 
 
