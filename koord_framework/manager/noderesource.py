@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, cast
 
+from koord_framework.cluster.clock import parse_time
 from koord_framework.manager.colocation import ColocationStrategy
 from koord_framework.plugin import ArgsT, ExtensionPoint, Plugin
 
@@ -76,6 +77,13 @@ class ResourceMetrics:
     node_metric: Mapping[str, Any] | None
     now: float
     node_resource_topology: Mapping[str, Any] | None = None
+
+    def degraded(self, strategy: ColocationStrategy) -> bool:
+        """Koordinator's ``isDegradeNeeded``: the NodeMetric is missing, has no ``status.updateTime`` or is
+        older than the strategy's ``degradeTimeMinutes``; calculators then reset what they wrote."""
+        nm = self.node_metric
+        updated = parse_time(((nm or {}).get("status") or {}).get("updateTime")) if nm else None
+        return updated is None or self.now > updated + strategy.degrade_time_minutes * 60
 
 
 class NodeResourceContext(Protocol):

@@ -27,7 +27,6 @@ from koord_framework.api.qos import (
 )
 from koord_framework.api.quantity import Quantity, QuantityError
 from koord_framework.api.resources import BATCH_CPU, BATCH_MEMORY, parse_resource_list
-from koord_framework.cluster.clock import parse_time
 from koord_framework.cluster.port import ClusterPort
 from koord_framework.errors import ConflictError, NotFoundError, TooManyRequestsError
 from koord_framework.explain.hooks import ExplainSection, NodeResourceExplainer
@@ -305,9 +304,7 @@ class BatchResource(NodeResourcePlugin[BatchResourceArgs], NodeResourceExplainer
 
     def degraded(self, strategy: ColocationStrategy, metrics: ResourceMetrics) -> bool:
         """A NodeMetric missing, without ``updateTime`` or older than ``degradeTimeMinutes``."""
-        nm = metrics.node_metric
-        updated = parse_time(((nm or {}).get("status") or {}).get("updateTime")) if nm else None
-        return updated is None or metrics.now > updated + strategy.degrade_time_minutes * 60
+        return metrics.degraded(strategy)
 
     def calculate(
         self,

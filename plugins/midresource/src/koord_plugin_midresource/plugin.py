@@ -27,7 +27,6 @@ from koord_framework.api.constants import ANNOTATION_NODE_RESERVATION
 from koord_framework.api.objects import PodInfo
 from koord_framework.api.qos import PriorityClass, default_priority_value
 from koord_framework.api.resources import MID_CPU, MID_MEMORY, parse_resource_list
-from koord_framework.cluster.clock import parse_time
 from koord_framework.koordlet.cpuset import parse_cpuset
 from koord_framework.manager.noderesource import (
     ColocationStrategy,
@@ -145,9 +144,7 @@ class MidResource(NodeResourcePlugin[MidResourceArgs]):
     def degraded(strategy: ColocationStrategy, metrics: ResourceMetrics) -> bool:
         """``isDegradeNeeded``: a NodeMetric missing, without ``updateTime`` or older than
         ``degradeTimeMinutes``. No prod-reclaimable resources is not a degradation (they count as zero)."""
-        nm = metrics.node_metric
-        updated = parse_time(((nm or {}).get("status") or {}).get("updateTime")) if nm else None
-        return updated is None or metrics.now > updated + strategy.degrade_time_minutes * 60
+        return metrics.degraded(strategy)
 
     def calculate(
         self,
