@@ -277,3 +277,22 @@ def test_an_unreadable_quantity_is_a_bad_request() -> None:
     )
     with pytest.raises(ValueError, match=r"spec.containers\[0\].resources.requests.kubernetes.io/batch-cpu"):
         handler.admit(request, new)
+
+
+def test_a_denial_answers_400_as_koordinators_errored() -> None:
+    # PodValidatingHandler.Handle: admission.Errored(http.StatusBadRequest, err) for every sub-handler error.
+    from koord_framework.manager.webhook.dispatch import Dispatcher
+
+    handler = PodColocationValidation()
+    handler.bind(None, Gates(ColocationProfileSkipValidatingPriority=False))  # type: ignore[arg-type]
+    new = pod({QOS: "LSR"}, BATCH_MAX, requests={"cpu": "100m"})
+    request = AdmissionRequest(
+        uid="u",
+        kind=None,  # type: ignore[arg-type]
+        resource=GroupVersionResource("", "v1", "pods"),
+        operation="CREATE",
+        object=new,
+    )
+    response = Dispatcher.admit([handler], request)
+    assert response["allowed"] is False
+    assert response["status"]["code"] == 400 and response["status"]["message"].startswith("[Pod: Forbidden")

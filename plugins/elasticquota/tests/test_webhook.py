@@ -67,3 +67,21 @@ def test_children_min_above_the_parent_is_denied() -> None:
     sibling = quota("s", "2", "4", parent="p")
     with pytest.raises(Denied, match="ElasticQuota"):
         admit(quota("c", "1", "4", parent="p"), [parent, sibling])
+
+
+def test_a_refused_quota_answers_400_as_koordinators_errored() -> None:
+    from koord_framework.manager.webhook.dispatch import Dispatcher
+
+    handler = ElasticQuotaValidation()
+    handler.bind(Lister([]))
+    obj = quota("a", "4", "2")
+    request = AdmissionRequest(
+        uid="u",
+        kind=None,  # type: ignore[arg-type]
+        resource=GroupVersionResource("scheduling.sigs.k8s.io", "v1alpha1", "elasticquotas"),
+        operation="CREATE",
+        object=obj,
+    )
+    response = Dispatcher.admit([handler], request)
+    assert response["allowed"] is False
+    assert response["status"]["code"] == 400 and "ElasticQuota a" in response["status"]["message"]

@@ -233,5 +233,6 @@ class PodColocationValidation(AdmissionHandler[NoArgs]):
             skip_priority=self.gates.enabled("ColocationProfileSkipValidatingPriority"),
         )
         if errs:
-            # field.ErrorList.ToAggregate().Error(): one message as is, several in brackets.
-            raise Denied(errs[0] if len(errs) == 1 else "[" + ", ".join(errs) + "]")
+            # field.ErrorList.ToAggregate().Error(): one message as is, several in brackets. Koordinator's
+            # PodValidatingHandler answers every sub-handler's error with admission.Errored(400, err).
+            raise Denied(errs[0] if len(errs) == 1 else "[" + ", ".join(errs) + "]", 400)

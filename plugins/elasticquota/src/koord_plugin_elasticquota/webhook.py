@@ -39,7 +39,8 @@ class ElasticQuotaValidation(AdmissionHandler[NoArgs]):
         pods = self.lister.list("Pod")
         problems = validate_quota(obj, existing, pods)
         if problems:
-            raise Denied("; ".join(str(p) for p in problems))
+            # Koordinator's ElasticQuotaValidatingHandler: admission.Errored(400, err) for a failed check.
+            raise Denied("; ".join(str(p) for p in problems), 400)
 
 
 def _parse_specs(quotas: list[dict[str, Any]]) -> list[ElasticQuotaSpec]:
