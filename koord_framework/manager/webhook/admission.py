@@ -33,6 +33,7 @@ __all__ = [
     "GroupVersionResource",
     "Lister",
     "Operation",
+    "Writer",
 ]
 
 GROUP = "koord.manager.webhooks"
@@ -93,6 +94,21 @@ class Lister(Protocol):
     def list(self, kind: str, namespace: str | None = None) -> list[dict[str, Any]]: ...
 
 
+class Writer(Protocol):
+    """Writes a handler may make while admitting (Koordinator's quota evaluator records the usage it admitted
+    on the ElasticQuota), limited to the kinds in the handler's ``writes``. Both methods go to the cluster,
+    not the informer's cache; errors are ``koord_framework.errors``' (``ConflictError`` for a stale
+    ``metadata.resourceVersion``)."""
+
+    def get(self, kind: str, name: str, namespace: str = "") -> dict[str, Any] | None:
+        """The object as the cluster has it now (``None`` when absent)."""
+        ...
+
+    def update(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Replace ``obj`` (optimistic concurrency on its resourceVersion); the stored object."""
+        ...
+
+
 class Gates(Protocol):
     """The component's feature gates (``--feature-gates``)."""
 
@@ -122,18 +138,29 @@ class AdmissionHandler(Plugin[ArgsT], ExtensionPoint):
     """Kinds the handler reads through ``lister`` (the server caches them in its informer)."""
     gate: ClassVar[str] = ""
     """The feature gate that enables the handler (Koordinator's ``PodMutatingWebhook``, ...); "" none."""
+    writes: ClassVar[Sequence[str]] = ()
+    """Kinds the handler writes through ``writer`` (most write nothing: a webhook answers, not acts)."""
 
     def __init__(self, args: ArgsT | Mapping[str, Any] | None = None) -> None:
         self.args = cast(ArgsT, type(self).parse_args(args if args is not None else {}))
         self._lister: Lister | None = None
+        self._writer: Writer | None = None
         self.gates: Gates = _AllDefaults()
 
-    def bind(self, lister: Lister, gates: Gates | None = None) -> None:
-        """Called once by the server before the first request: where cached objects are read, and the
-        component's feature gates."""
+    def bind(self, lister: Lister, gates: Gates | None = None, writer: Writer | None = None) -> None:
+        """Called once by the server before the first request: where cached objects are read, the
+        component's feature gates, and (for a handler with ``writes``) where it writes."""
         self._lister = lister
         if gates is not None:
             self.gates = gates
+        if writer is not None:
+            self._writer = writer
+
+    @property
+    def writer(self) -> Writer:
+        if self._writer is None:
+            raise RuntimeError(f"admission handler {self.name!r} has no writer (its `writes` is empty?)")
+        return self._writer
 
     @property
     def lister(self) -> Lister:

@@ -16,13 +16,13 @@ from prometheus_client import CollectorRegistry
 from koord_framework.cluster.informer import SharedInformer
 from koord_framework.cluster.port import ClusterPort
 from koord_framework.errors import KoordError
-from koord_framework.manager.webhook.admission import GROUP, AdmissionHandler, Gates
+from koord_framework.manager.webhook.admission import GROUP, AdmissionHandler, Gates, Writer
 from koord_framework.manager.webhook.controller import WebhookController, WebhookSettings
 from koord_framework.manager.webhook.dispatch import Dispatcher
 from koord_framework.manager.webhook.server import WebhookServer
 from koord_framework.manager.webhook.workers import WorkerPool, check_names
 
-__all__ = ["WebhookRuntime", "load_handlers"]
+__all__ = ["ClusterWriter", "WebhookRuntime", "load_handlers"]
 
 log = logging.getLogger("koord.manager.webhook")
 
@@ -103,6 +103,7 @@ class WebhookRuntime:
                     names=check_names(self.handlers),
                     gates_on=_gates_on(self.gates),
                     watches=watches,
+                    writes=sorted({k for h in self.handlers for k in h.writes}),
                     host=self.settings.bind_host,
                     port=self.settings.port,
                     cert_dir=self.settings.cert_dir,
@@ -110,7 +111,8 @@ class WebhookRuntime:
                 )
             else:
                 for handler in self.handlers:
-                    handler.bind(_Lister(self.informer), self.gates)
+                    writer = ClusterWriter(self.cluster, handler.writes) if handler.writes else None
+                    handler.bind(_Lister(self.informer), self.gates, writer)
                 self.server = WebhookServer(
                     self.dispatcher,
                     host=self.settings.bind_host,
@@ -173,3 +175,29 @@ class _Lister:
 
     def list(self, kind: str, namespace: str | None = None) -> list[dict[str, Any]]:
         return self.informer.list(kind, namespace)
+
+
+class ClusterWriter:
+    """A handler's ``Writer``: the cluster itself, for the kinds the handler declared in ``writes`` only."""
+
+    def __init__(self, cluster: ClusterPort, kinds: Sequence[str]) -> None:
+        self.cluster = cluster
+        self.kinds = frozenset(kinds)
+
+    def _check(self, kind: str) -> None:
+        if kind not in self.kinds:
+            raise PermissionError(
+                f"admission handler writes kind {kind!r}, "
+                f"not one of its `writes` ({', '.join(sorted(self.kinds))})"
+            )
+
+    def get(self, kind: str, name: str, namespace: str = "") -> dict[str, Any] | None:
+        self._check(kind)
+        return self.cluster.try_get(kind, name, namespace)
+
+    def update(self, obj: dict[str, Any]) -> dict[str, Any]:
+        self._check(str(obj.get("kind") or ""))
+        return self.cluster.update(obj)
+
+
+_: type[Writer] = ClusterWriter

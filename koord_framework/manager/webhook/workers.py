@@ -12,6 +12,8 @@ and serves with its own ``WebhookServer``; the manager process keeps everything 
 * the webhook controller: when it writes new certificates it tells every worker to reload them from the cert
   dir (rotation without a restart, in every worker);
 * readiness: ready once every worker has its copy of the cache and a serving certificate;
+* writes: a handler declaring ``writes`` (the quota evaluator) writes through the manager, which does the
+  write on the cluster and sends back the stored object or the error (workers hold no cluster client);
 * supervision: a worker that dies is logged and started again (not ready until it serves again);
   ``close()`` stops every worker and waits for it.
 
@@ -22,6 +24,7 @@ clients) whose locks a forked child would inherit held.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import multiprocessing as mp
 import os
@@ -30,10 +33,12 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any, cast
 
+from koord_framework import errors
 from koord_framework.cluster.informer import SharedInformer
 from koord_framework.cluster.port import Obj
 from koord_framework.errors import KoordError
@@ -101,6 +106,56 @@ class _Store:
             return [o for (ns, _), o in objs.items() if ns == namespace]
 
 
+_WRITE_TIMEOUT = 10.0
+"""How long a worker's handler waits for the manager to do a write (Koordinator's evaluation timeout)."""
+
+
+class _RemoteWriter:
+    """A worker's ``Writer``: each call goes to the manager over the worker's pipe and waits for the answer
+    (read by the worker's message loop, which calls ``resolve``)."""
+
+    def __init__(self, send: Callable[[tuple[Any, ...]], None]) -> None:
+        self._send = send
+        self._seq = itertools.count(1)
+        self._lock = threading.Lock()
+        self._pending: dict[int, tuple[threading.Event, list[tuple[bool, Any]]]] = {}
+
+    def _call(self, op: str, *args: Any) -> Any:
+        seq = next(self._seq)
+        done, slot = threading.Event(), cast("list[tuple[bool, Any]]", [])
+        with self._lock:
+            self._pending[seq] = (done, slot)
+        try:
+            self._send(("write", seq, op, *args))
+            if not done.wait(_WRITE_TIMEOUT):
+                raise errors.ClusterError(
+                    f"webhook worker: the manager did not answer {op} in {_WRITE_TIMEOUT}s"
+                )
+        finally:
+            with self._lock:
+                self._pending.pop(seq, None)
+        ok, value = slot[0]
+        if not ok:
+            cls = getattr(errors, value[0], None)
+            if not (isinstance(cls, type) and issubclass(cls, errors.ClusterError)):
+                cls = errors.ClusterError
+            raise cls(value[1])
+        return value
+
+    def resolve(self, seq: int, ok: bool, value: Any) -> None:
+        with self._lock:
+            pending = self._pending.get(seq)
+        if pending is not None:
+            pending[1].append((ok, value))
+            pending[0].set()
+
+    def get(self, kind: str, name: str, namespace: str = "") -> dict[str, Any] | None:
+        return cast("dict[str, Any] | None", self._call("get", kind, name, namespace))
+
+    def update(self, obj: dict[str, Any]) -> dict[str, Any]:
+        return cast("dict[str, Any]", self._call("update", obj))
+
+
 def _worker_main(
     conn: Connection,
     listener: socket.socket,
@@ -122,8 +177,15 @@ def _worker_main(
     # accept() (where a shutdown would wait for the next connection).
     listener.setblocking(False)
     handlers: list[AdmissionHandler[Any]] = [cast("AdmissionHandler[Any]", classes[n]()) for n in names]
+    send_lock = threading.Lock()
+
+    def send(msg: tuple[Any, ...]) -> None:
+        with send_lock:  # the message loop and handler threads (writes) share the pipe
+            conn.send(msg)
+
+    writer = _RemoteWriter(send)
     for h in handlers:
-        h.bind(store, gates)
+        h.bind(store, gates, writer if h.writes else None)
     server = WebhookServer(
         Dispatcher(handlers), cert_dir=Path(cert_dir) if cert_dir is not None else None, sock=listener
     )
@@ -157,11 +219,13 @@ def _worker_main(
             elif op == "reload":
                 loaded = certify()
                 certified = loaded or certified
-                conn.send(("reloaded", msg[1], loaded))
+                send(("reloaded", msg[1], loaded))
+            elif op == "written":
+                writer.resolve(msg[1], msg[2], msg[3])
             elif op == "stop":
                 break
             if synced and certified and not reported:
-                conn.send(("ready", os.getpid()))
+                send(("ready", os.getpid()))
                 reported = True
     finally:
         server.close()
@@ -196,6 +260,7 @@ class WorkerPool:
         gates_on: frozenset[str],
         watches: Sequence[str],
         host: str,
+        writes: Sequence[str] = (),
         port: int,
         cert_dir: Path | None,
         count: int,
@@ -206,6 +271,8 @@ class WorkerPool:
         self.names = list(names)
         self.gates_on = gates_on
         self.watches = sorted(set(watches))
+        self.writes = frozenset(writes)
+        self._writes_pool: ThreadPoolExecutor | None = None
         self.cert_dir = cert_dir
         self.count = count
         kinds = informer.cluster.kinds
@@ -297,6 +364,8 @@ class WorkerPool:
                         if msg[0] == "ready":
                             w.ready = True
                             log.info("webhook worker %d (pid %s) serving", slot, msg[1])
+                        elif msg[0] == "write":
+                            self._write(w, msg)
                         elif msg[0] == "reloaded":
                             with self._acked:
                                 w.reloaded = max(w.reloaded, int(msg[1]))
@@ -305,6 +374,25 @@ class WorkerPool:
                                 log.error("webhook worker %d could not load the new certificate", slot)
                     elif ready == w.process.sentinel and not w.process.is_alive():
                         self._restart(slot, w, restarts)
+
+    def _write(self, worker: _Worker, msg: tuple[Any, ...]) -> None:
+        """Do a worker's handler's write on the cluster (off the supervisor thread) and send the answer."""
+        if self._writes_pool is None:
+            self._writes_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="webhook-writes")
+        cluster = self.informer.cluster
+        seq, op, args = msg[1], msg[2], msg[3:]
+
+        def run() -> None:
+            try:
+                kind = str(args[0] if op == "get" else (args[0].get("kind") or ""))
+                if kind not in self.writes:
+                    raise errors.ClusterError(f"webhook worker may not write kind {kind!r}")
+                value: Any = cluster.try_get(*args) if op == "get" else cluster.update(args[0])
+                worker.send(("written", seq, True, value))
+            except Exception as exc:  # the handler gets the error, by class, in the worker
+                worker.send(("written", seq, False, (type(exc).__name__, str(exc))))
+
+        self._writes_pool.submit(run)
 
     def _restart(self, slot: int, worker: _Worker, restarts: dict[int, float]) -> None:
         for remove in worker.unsubscribe:
@@ -349,6 +437,8 @@ class WorkerPool:
             w.conn.close()
         with self._lock:
             self._workers = [None] * self.count
+        if self._writes_pool is not None:
+            self._writes_pool.shutdown(wait=False, cancel_futures=True)
         self.listener.close()
 
 

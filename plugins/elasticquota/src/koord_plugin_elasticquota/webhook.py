@@ -1,24 +1,40 @@
 """ElasticQuota validation served by koord-manager's webhook (Koordinator's
 ``validate-scheduling-sigs-k8s-io-v1alpha1-elasticquota``): ``validation.validate_quota`` on the object
 against the quotas and pods the manager's informer holds; every problem found is in the denial. And the
-ElasticQuota rules of ``/validate-pod`` (``ElasticQuotaPodValidation``)."""
+ElasticQuota rules of ``/validate-pod`` (``ElasticQuotaPodValidation``) and its quota evaluation
+(``EvaluateQuota``)."""
 
 from __future__ import annotations
 
+import copy
+import threading
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+from koord_framework.errors import ClusterError, ConflictError
 from koord_framework.manager.webhook.admission import AdmissionHandler, AdmissionRequest, Denied
 from koord_framework.plugin import NoArgs
+from koord_plugin_elasticquota.quota_evaluation import (
+    ANNOTATION_REPLACE_RESOURCES,
+    check_request,
+    dump_resource_list,
+    pod_usage,
+    quota_admission,
+    quota_child_request,
+    transform_replace_resources,
+)
 from koord_plugin_elasticquota.quota_object import (
+    ANNOTATION_CHILD_REQUEST,
     DEFAULT_QUOTA_NAME,
     LABEL_PREEMPTIBLE,
     LABEL_QUOTA_NAME,
+    ROOT_QUOTA_NAME,
+    SYSTEM_QUOTA_NAME,
     ElasticQuotaSpec,
 )
 from koord_plugin_elasticquota.validation import validate_quota
 
-__all__ = ["ElasticQuotaPodValidation", "ElasticQuotaValidation", "quota_name_of_pod"]
+__all__ = ["ElasticQuotaPodValidation", "ElasticQuotaValidation", "EvaluateQuota", "quota_name_of_pod"]
 
 
 class ElasticQuotaValidation(AdmissionHandler[NoArgs]):
@@ -105,3 +121,135 @@ class ElasticQuotaPodValidation(AdmissionHandler[NoArgs]):
         if by_name[name].is_parent:
             pod_name = (obj.get("metadata") or {}).get("name") or ""
             raise Denied(f"pod can not be linked to a parentQuotaGroup,quota:{name}, pod:{pod_name}", 400)
+
+
+_SKIPPED_QUOTAS = frozenset({"", DEFAULT_QUOTA_NAME, SYSTEM_QUOTA_NAME, ROOT_QUOTA_NAME})
+_UPDATE_RETRIES = 3
+"""Retries of the child-request write after a conflict (Koordinator's ``quotaUpdateMinRetries``)."""
+
+
+def _resource_version(obj: Mapping[str, Any]) -> int:
+    try:
+        return int((obj.get("metadata") or {}).get("resourceVersion") or 0)
+    except (TypeError, ValueError):
+        return 0
+
+
+class EvaluateQuota(AdmissionHandler[NoArgs]):
+    """The ResourceQuota-like evaluation of ``/validate-pod`` (Koordinator's ``evaluateQuota``, gate
+    ``EnableQuotaAdmission``): a pod created into an ElasticQuota (or moved into another one, with
+    ``EnableQuotaAdmissionOnUpdate``) is refused when the quota's admitted requests plus its own would
+    exceed the quota's ``admission`` (else ``max``); when admitted, the new sum is written to the quota's
+    ``child-request`` annotation.
+
+    Admissions of one quota run one at a time in a process; the write is optimistic (resourceVersion), so
+    several processes or replicas admitting into one quota retry on conflict with a fresh read, as
+    Koordinator's accessor with ``--quota-update-conflict-fresh-get``."""
+
+    name = "EvaluateQuota"
+    Args = NoArgs
+    path: ClassVar[str] = "/validate-pod"
+    order: ClassVar[int] = 40  # after the ElasticQuota pod rules, before the device rules
+    resources: ClassVar[tuple[str, ...]] = ("pods",)
+    watches: ClassVar[tuple[str, ...]] = ("ElasticQuota",)
+    writes: ClassVar[tuple[str, ...]] = ("ElasticQuota",)
+    gate: ClassVar[str] = "PodValidatingWebhook"
+
+    def __init__(self, args: NoArgs | Mapping[str, Any] | None = None) -> None:
+        super().__init__(args)
+        self._locks: dict[str, threading.Lock] = {}
+        self._locks_guard = threading.Lock()
+        self._updated: dict[str, dict[str, Any]] = {}
+        """Quotas this handler wrote, newer than the informer may hold yet (Koordinator's updatedQuotas)."""
+
+    def _lock(self, key: str) -> threading.Lock:
+        with self._locks_guard:
+            return self._locks.setdefault(key, threading.Lock())
+
+    def _quota_name(self, pod: Mapping[str, Any], namespace: str) -> str:
+        meta = pod.get("metadata") or {}
+        if not meta.get("namespace") and namespace:
+            pod = {**pod, "metadata": {**meta, "namespace": namespace}}
+        specs = _parse_specs(self.lister.list("ElasticQuota"))
+        return quota_name_of_pod(pod, specs, self.gates.enabled("DisableDefaultQuota"))
+
+    def admit(self, request: AdmissionRequest, obj: dict[str, Any]) -> None:
+        if not self.gates.enabled("EnableQuotaAdmission"):
+            return
+        if request.operation == "CREATE":
+            quota_name = self._quota_name(obj, request.namespace)
+        elif request.operation == "UPDATE":
+            if not self.gates.enabled("EnableQuotaAdmissionOnUpdate"):
+                return
+            if request.old_object is None:
+                raise Denied("oldPod is nil for update operation", 400)
+            quota_name = self._quota_name(obj, request.namespace)
+            if self._quota_name(request.old_object, request.namespace) == quota_name:
+                return
+        else:
+            return
+        if quota_name in _SKIPPED_QUOTAS:
+            return
+        found = [
+            q for q in self.lister.list("ElasticQuota") if (q.get("metadata") or {}).get("name") == quota_name
+        ]
+        if not found:
+            raise Denied(f"elastic quota {quota_name} not found", 400)
+        if len(found) > 1:
+            raise Denied(f"more than one elastic quota {quota_name} found", 400)
+        pod = copy.deepcopy(obj)  # the transform must not touch the object other handlers see
+        if self.gates.enabled("ElasticQuotaEvaluationTransformPod") and self.gates.enabled(
+            "ReplaceResourcesTransformer"
+        ):
+            try:
+                transform_replace_resources(pod)
+            except ValueError as exc:
+                raise ValueError(f"metadata.annotations[{ANNOTATION_REPLACE_RESOURCES}]: {exc}") from None
+        usage = pod_usage(pod)
+        meta = found[0].get("metadata") or {}
+        key = f"{meta.get('namespace') or ''}/{quota_name}"
+        with self._lock(key):
+            self._evaluate(key, found[0], usage, request.dry_run)
+
+    def _current(self, key: str, cached: dict[str, Any]) -> dict[str, Any]:
+        """The informer's quota, unless this handler wrote a newer one (``checkCache``)."""
+        mine = self._updated.get(key)
+        if mine is None:
+            return cached
+        if _resource_version(cached) >= _resource_version(mine):
+            del self._updated[key]
+            return cached
+        return mine
+
+    def _evaluate(self, key: str, cached: dict[str, Any], usage: Mapping[str, Any], dry_run: bool) -> None:
+        quota = self._current(key, cached)
+        for attempt in range(_UPDATE_RETRIES + 1):
+            try:
+                used = quota_child_request(quota)
+                admission = quota_admission(quota)
+                names = frozenset(((quota.get("spec") or {}).get("max") or {}).keys())
+            except ValueError as exc:
+                raise Denied(f"elastic quota {key}: {exc}", 400) from None
+            try:
+                new_usage = check_request(key, used, admission, names, usage)
+            except PermissionError as exc:
+                raise Denied(str(exc), 400) from None
+            if new_usage is None or new_usage == used or dry_run:
+                return  # nothing to record (a dry run records nothing: the webhook has no side effects)
+            updated = copy.deepcopy(quota)
+            annotations = updated.setdefault("metadata", {}).setdefault("annotations", {})
+            annotations[ANNOTATION_CHILD_REQUEST] = dump_resource_list(new_usage)
+            updated.setdefault("kind", "ElasticQuota")
+            try:
+                self._updated[key] = self.writer.update(updated)
+                return
+            except ConflictError as exc:
+                if attempt == _UPDATE_RETRIES:
+                    raise Denied(f"elastic quota {key}: {exc}", 400) from None
+                namespace, _, name = key.partition("/")
+                fresh = self.writer.get("ElasticQuota", name, namespace)
+                if fresh is None:
+                    raise Denied(f"elastic quota {name} not found", 400) from None
+                quota = fresh
+            except ClusterError as exc:
+                raise Denied(f"elastic quota {key}: {exc}", 400) from None
