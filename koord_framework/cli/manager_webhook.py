@@ -8,6 +8,8 @@ Each flag defaults to Koordinator's environment variable, then to Koordinator's 
     --webhook-cert-writer WEBHOOK_CERT_WRITER secret, or fs with a host; external: mounted, checked
     --webhook-workers     (koord's own)       the CPUs the manager may use
 
+Koordinator's ``--binding-admission-*`` flags set the args of ``/validate-pod-binding``'s handler.
+
 and ``POD_NAMESPACE`` (koordinator-system), ``SECRET_NAME`` (koordinator-webhook-certs), ``SERVICE_NAME``
 (koordinator-webhook-service), ``MUTATING_WEBHOOK_NAME`` / ``VALIDATING_WEBHOOK_NAME``
 (koordinator-{mutating,validating}-webhook-configuration) name what the controller keeps.
@@ -26,7 +28,13 @@ from koord_framework.cluster.port import ClusterPort
 from koord_framework.errors import KoordError
 from koord_framework.featuregates import gates_for
 
-__all__ = ["add_webhook_flags", "settings_from", "start_webhook"]
+__all__ = [
+    "add_binding_admission_flags",
+    "add_webhook_flags",
+    "handler_args_from",
+    "settings_from",
+    "start_webhook",
+]
 
 log = logging.getLogger("koord.manager.webhook")
 
@@ -80,6 +88,46 @@ def add_webhook_flags(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="default $WEBHOOK_CERT_WRITER; unset: fs with a host, else secret",
     )
+    add_binding_admission_flags(parser)
+
+
+_BINDING_FLAGS = (
+    (
+        "user_name",
+        "--binding-admission-user-name",
+        "comma-separated allowed user-name substrings; empty: off",
+    ),
+    ("namespaces", "--binding-admission-namespaces", "comma-separated namespaces enforced; '*': all"),
+    ("exclude_namespaces", "--binding-admission-exclude-namespaces", "namespaces always allowed"),
+    ("bypass_labels", "--binding-admission-bypass-labels", "pod label keys whose presence allows a binding"),
+    ("bypass_annotations", "--binding-admission-bypass-annotations", "pod annotation keys alike"),
+)
+
+
+def add_binding_admission_flags(parser: argparse.ArgumentParser) -> None:
+    """Koordinator's ``--binding-admission-*`` flags (``/validate-pod-binding``, gate
+    ``BindingAdmissionWebhook``); unset ones keep the handler's defaults."""
+    g = parser.add_argument_group("pod binding admission (feature gate BindingAdmissionWebhook)")
+    for _, flag, text in _BINDING_FLAGS:
+        g.add_argument(flag, default=None, metavar="LIST", help=text)
+    g.add_argument(
+        "--binding-admission-dry-run",
+        action="store_true",
+        default=None,
+        help="allow every binding; log and count the would-be denials",
+    )
+
+
+def handler_args_from(args: argparse.Namespace) -> dict[str, dict[str, object]]:
+    """The handlers' args the manager's flags set, by handler name."""
+    binding: dict[str, object] = {}
+    for field, flag, _ in _BINDING_FLAGS:
+        value = getattr(args, flag.lstrip("-").replace("-", "_"), None)
+        if value is not None:
+            binding[field] = value
+    if getattr(args, "binding_admission_dry_run", None):
+        binding["dry_run"] = True
+    return {"BindingAdmission": binding} if binding else {}
 
 
 def settings_from(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> WebhookSettings:
@@ -127,7 +175,7 @@ def start_webhook(cluster: ClusterPort, args: argparse.Namespace) -> WebhookRunt
     from koord_framework.manager.webhook.runtime import WebhookRuntime, load_handlers
 
     settings = settings_from(args)
-    runtime = WebhookRuntime(cluster, settings, load_handlers(gates), gates=gates)
+    runtime = WebhookRuntime(cluster, settings, load_handlers(gates, handler_args_from(args)), gates=gates)
     try:
         runtime.start()
     except OSError as exc:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from prometheus_client import CollectorRegistry
@@ -27,9 +27,12 @@ __all__ = ["ClusterWriter", "WebhookRuntime", "load_handlers"]
 log = logging.getLogger("koord.manager.webhook")
 
 
-def load_handlers(gates: Gates | None = None) -> list[AdmissionHandler[Any]]:
+def load_handlers(
+    gates: Gates | None = None, args: Mapping[str, Mapping[str, Any]] | None = None
+) -> list[AdmissionHandler[Any]]:
     """Every installed admission handler (entry-point group ``koord.manager.webhooks``) whose feature gate
-    is on, built with default args (Koordinator's ``addHandlersWithGate`` / ``filterActiveHandlers``)."""
+    is on (Koordinator's ``addHandlersWithGate`` / ``filterActiveHandlers``), built with its entry of
+    ``args`` (by handler name; the manager's webhook flags) or default args."""
     from koord_framework.registry import PluginRegistry
 
     handlers: list[AdmissionHandler[Any]] = []
@@ -39,7 +42,7 @@ def load_handlers(gates: Gates | None = None) -> list[AdmissionHandler[Any]]:
         if cls.gate and gates is not None and not gates.enabled(cls.gate):
             log.info("admission handler %s disabled by feature gate %s", name, cls.gate)
             continue
-        handlers.append(cls())
+        handlers.append(cls((args or {}).get(name)))
     return handlers
 
 
@@ -101,6 +104,7 @@ class WebhookRuntime:
                 self.pool = WorkerPool(
                     self.informer,
                     names=check_names(self.handlers),
+                    handler_args={h.name: h.args.model_dump() for h in self.handlers},
                     gates_on=_gates_on(self.gates),
                     watches=watches,
                     writes=sorted({k for h in self.handlers for k in h.writes}),

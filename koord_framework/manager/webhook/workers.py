@@ -163,6 +163,7 @@ def _worker_main(
     names: Sequence[str],
     gates_on: frozenset[str],
     namespaced: dict[str, bool],
+    handler_args: dict[str, dict[str, Any]] | None = None,
 ) -> None:
     """A worker: build the handlers, serve ``listener``, follow the manager's messages until told to stop
     (or until the manager's end of the pipe closes)."""
@@ -176,7 +177,9 @@ def _worker_main(
     # Every worker wakes for a new connection, one accepts it: the others must get EAGAIN, not block in
     # accept() (where a shutdown would wait for the next connection).
     listener.setblocking(False)
-    handlers: list[AdmissionHandler[Any]] = [cast("AdmissionHandler[Any]", classes[n]()) for n in names]
+    handlers: list[AdmissionHandler[Any]] = [
+        cast("type[AdmissionHandler[Any]]", classes[n])((handler_args or {}).get(n)) for n in names
+    ]
     send_lock = threading.Lock()
 
     def send(msg: tuple[Any, ...]) -> None:
@@ -261,6 +264,7 @@ class WorkerPool:
         watches: Sequence[str],
         host: str,
         writes: Sequence[str] = (),
+        handler_args: dict[str, dict[str, Any]] | None = None,
         port: int,
         cert_dir: Path | None,
         count: int,
@@ -272,6 +276,8 @@ class WorkerPool:
         self.gates_on = gates_on
         self.watches = sorted(set(watches))
         self.writes = frozenset(writes)
+        self.handler_args = dict(handler_args or {})
+        """Each handler's args (by name), as the manager built it: workers build theirs alike."""
         self._writes_pool: ThreadPoolExecutor | None = None
         self.cert_dir = cert_dir
         self.count = count
@@ -294,7 +300,15 @@ class WorkerPool:
         parent, child = self._ctx.Pipe()
         process = self._ctx.Process(
             target=_worker_main,
-            args=(child, self.listener, _str(self.cert_dir), self.names, self.gates_on, self.namespaced),
+            args=(
+                child,
+                self.listener,
+                _str(self.cert_dir),
+                self.names,
+                self.gates_on,
+                self.namespaced,
+                self.handler_args,
+            ),
             name=f"koord-manager-webhook-{slot}",
             daemon=True,
         )
