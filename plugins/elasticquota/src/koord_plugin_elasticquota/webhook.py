@@ -7,6 +7,7 @@ ElasticQuota rules of ``/validate-pod`` (``ElasticQuotaPodValidation``) and its 
 from __future__ import annotations
 
 import copy
+import json
 import threading
 from collections.abc import Mapping
 from typing import Any, ClassVar
@@ -18,6 +19,7 @@ from koord_plugin_elasticquota.quota_evaluation import (
     ANNOTATION_REPLACE_RESOURCES,
     check_request,
     dump_resource_list,
+    parse_resource_list,
     pod_usage,
     quota_admission,
     quota_child_request,
@@ -25,16 +27,26 @@ from koord_plugin_elasticquota.quota_evaluation import (
 )
 from koord_plugin_elasticquota.quota_object import (
     ANNOTATION_CHILD_REQUEST,
+    ANNOTATION_SHARED_WEIGHT,
     DEFAULT_QUOTA_NAME,
     LABEL_PREEMPTIBLE,
     LABEL_QUOTA_NAME,
+    LABEL_QUOTA_PARENT,
+    LABEL_QUOTA_TREE_ID,
     ROOT_QUOTA_NAME,
     SYSTEM_QUOTA_NAME,
     ElasticQuotaSpec,
 )
 from koord_plugin_elasticquota.validation import validate_quota
 
-__all__ = ["ElasticQuotaPodValidation", "ElasticQuotaValidation", "EvaluateQuota", "quota_name_of_pod"]
+__all__ = [
+    "ElasticQuotaMutation",
+    "ElasticQuotaPodValidation",
+    "ElasticQuotaValidation",
+    "EvaluateQuota",
+    "fill_quota_defaults",
+    "quota_name_of_pod",
+]
 
 
 class ElasticQuotaValidation(AdmissionHandler[NoArgs]):
@@ -253,3 +265,64 @@ class EvaluateQuota(AdmissionHandler[NoArgs]):
                 quota = fresh
             except ClusterError as exc:
                 raise Denied(f"elastic quota {key}: {exc}", 400) from None
+
+
+def fill_quota_defaults(quota: dict[str, Any], quotas: list[dict[str, Any]]) -> None:
+    """Koordinator's ``fillQuotaDefaultInformation``, in place: the parent label defaults to the root quota;
+    a quota under another one takes its parent's tree id unless it has one; the shared-weight annotation
+    defaults to ``spec.max`` and otherwise gets exactly ``max``'s resources (missing ones from ``max``,
+    extra ones dropped). ``Denied`` (400) naming the quota when the parent is unknown or the annotation does
+    not parse."""
+    meta = quota.setdefault("metadata", {})
+    name = str(meta.get("name") or "")
+    if name == ROOT_QUOTA_NAME:
+        return
+    labels = meta.get("labels") or {}
+    annotations = meta.get("annotations") or {}
+    meta["labels"], meta["annotations"] = labels, annotations
+    if not labels.get(LABEL_QUOTA_PARENT):
+        labels[LABEL_QUOTA_PARENT] = ROOT_QUOTA_NAME
+    parent = labels[LABEL_QUOTA_PARENT]
+    if not labels.get(LABEL_QUOTA_TREE_ID) and parent != ROOT_QUOTA_NAME:
+        found = [q for q in quotas if (q.get("metadata") or {}).get("name") == parent]
+        if not found:
+            raise Denied(f"fill quota {name} failed, parent not exist", 400)
+        tree = ((found[0].get("metadata") or {}).get("labels") or {}).get(LABEL_QUOTA_TREE_ID)
+        if tree:
+            labels[LABEL_QUOTA_TREE_ID] = tree
+    spec = quota.get("spec") or {}
+    raw_max = spec.get("max") if isinstance(spec, Mapping) else None
+    try:
+        max_ = parse_resource_list(raw_max, "spec.max")
+    except ValueError as exc:
+        raise ValueError(f"ElasticQuota {name}: {exc}") from None
+    shared = annotations.get(ANNOTATION_SHARED_WEIGHT)
+    if not shared:
+        # json.Marshal of a nil ResourceList is "null", as Koordinator writes for a quota without max.
+        annotations[ANNOTATION_SHARED_WEIGHT] = dump_resource_list(max_) if raw_max is not None else "null"
+        return
+    try:
+        weights = parse_resource_list(json.loads(shared), f"annotation {ANNOTATION_SHARED_WEIGHT}")
+    except ValueError as exc:
+        raise Denied(f"fillDefaultQuotaInfo unmarshal sharedWeight failed:{exc}", 400) from None
+    fixed = {k: weights.get(k, v) for k, v in max_.items()}
+    if fixed.keys() != weights.keys():
+        annotations[ANNOTATION_SHARED_WEIGHT] = dump_resource_list(fixed)
+
+
+class ElasticQuotaMutation(AdmissionHandler[NoArgs]):
+    """Fills a new ElasticQuota's parent, tree id and shared weight (Koordinator's ElasticQuota mutating
+    webhook, ``QuotaMetaChecker.AdmitQuota``)."""
+
+    name = "ElasticQuotaMutation"
+    Args = NoArgs
+    path: ClassVar[str] = "/mutate-scheduling-sigs-k8s-io-v1alpha1-elasticquota"
+    mutating: ClassVar[bool] = True
+    resources: ClassVar[tuple[str, ...]] = ("elasticquotas",)
+    watches: ClassVar[tuple[str, ...]] = ("ElasticQuota",)
+    gate: ClassVar[str] = "ElasticMutatingWebhook"
+
+    def admit(self, request: AdmissionRequest, obj: dict[str, Any]) -> None:
+        if request.operation != "CREATE":
+            return
+        fill_quota_defaults(obj, self.lister.list("ElasticQuota"))
