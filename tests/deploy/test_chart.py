@@ -289,14 +289,14 @@ def test_namespace_creation_is_optional() -> None:
 # --- CRDs --------------------------------------------------------------------------------------------
 def test_crds_follow_crds_managed_and_per_crd_switches() -> None:
     crds = [o for o in render() if o["kind"] == "CustomResourceDefinition"]
-    assert len(crds) == 9
+    assert len(crds) == 10
     assert not [o for o in render({"crds": {"managed": False}}) if o["kind"] == "CustomResourceDefinition"]
     some = [
         o["spec"]["names"]["kind"]
         for o in render({"crds": {"nodemetrics": False}})
         if o["kind"] == "CustomResourceDefinition"
     ]
-    assert "NodeMetric" not in some and len(some) == 8
+    assert "NodeMetric" not in some and len(some) == 9
 
 
 def test_crds_are_generated_and_in_sync() -> None:

@@ -95,7 +95,12 @@ def test_webhook_service_reaches_the_managers_webhook_port() -> None:
 
 def test_webhooks_are_koordinators_with_policy_and_timeout_from_values() -> None:
     hooks = webhooks(render())
-    assert set(hooks) == {"mpod-create.koordinator.sh", "vpod.koordinator.sh", "velasticquota.koordinator.sh"}
+    assert set(hooks) == {
+        "mpod-create.koordinator.sh",
+        "vpod.koordinator.sh",
+        "melasticquota.koordinator.sh",
+        "velasticquota.koordinator.sh",
+    }
     assert hooks["mpod-create.koordinator.sh"]["clientConfig"]["service"]["path"] == "/mutate-pod"
     assert hooks["vpod.koordinator.sh"]["clientConfig"]["service"]["path"] == "/validate-pod"
     assert (
@@ -130,12 +135,13 @@ def test_webhooks_are_koordinators_with_policy_and_timeout_from_values() -> None
         ("PodMutatingWebhook=false", "mpod-create.koordinator.sh"),
         ("PodValidatingWebhook=false", "vpod.koordinator.sh"),
         ("ElasticValidatingWebhook=false", "velasticquota.koordinator.sh"),
+        ("ElasticMutatingWebhook=false", "melasticquota.koordinator.sh"),
     ],
 )
 def test_a_feature_gate_turns_a_webhook_off(gate: str, gone: str) -> None:
     objects = render({"featureGates": gate})
     hooks = webhooks(objects)
-    assert gone not in hooks and len(hooks) == 2
+    assert gone not in hooks and len(hooks) == 3
     assert f"--feature-gates={gate}" in manager_container(objects)["args"]
 
 
@@ -244,3 +250,29 @@ def test_the_node_webhooks_follow_their_gates_and_policies() -> None:
     node = hooks["vnode.koordinator.sh"]
     assert node["clientConfig"]["service"]["path"] == "/validate-node"
     assert node["rules"][0]["resources"] == ["nodes"] and node["failurePolicy"] == "Fail"
+
+
+def test_the_elasticquota_mutating_webhook_is_koordinators() -> None:
+    hook = webhooks(render({"webhookConfiguration": {"failurePolicy": {"elasticquotas": "Fail"}}}))[
+        "melasticquota.koordinator.sh"
+    ]
+    assert hook["clientConfig"]["service"]["path"] == "/mutate-scheduling-sigs-k8s-io-v1alpha1-elasticquota"
+    assert hook["rules"][0]["operations"] == ["CREATE"] and hook["rules"][0]["resources"] == ["elasticquotas"]
+    assert hook["failurePolicy"] == "Fail"
+
+
+def test_pod_binding_admission_follows_its_gate() -> None:
+    assert "vpodbinding.koordinator.sh" not in webhooks(render())
+    hook = webhooks(render({"featureGates": "BindingAdmissionWebhook=true"}))["vpodbinding.koordinator.sh"]
+    assert hook["clientConfig"]["service"]["path"] == "/validate-pod-binding"
+    assert hook["rules"][0]["resources"] == ["pods/binding"] and hook["rules"][0]["operations"] == ["CREATE"]
+    assert hook["failurePolicy"] == "Ignore"  # Koordinator's: bindings go on when the manager is away
+
+
+def test_quota_gates_grant_what_their_webhook_steps_need() -> None:
+    objects = render()
+    assert not _grants(objects, "scheduling.sigs.k8s.io", "elasticquotas", "update")
+    assert not _grants(objects, "quota.koordinator.sh", "elasticquotaprofiles", "list")
+    objects = render({"featureGates": "EnableQuotaAdmission=true,MultiQuotaTree=true"})
+    assert _grants(objects, "scheduling.sigs.k8s.io", "elasticquotas", "update")
+    assert _grants(objects, "quota.koordinator.sh", "elasticquotaprofiles", "watch")

@@ -33,5 +33,28 @@ ELASTIC_QUOTA = KindInfo(
     categories=("koordinator",),
 )
 
-KINDS = [ELASTIC_QUOTA]
+
+def check_elastic_quota_profile(obj: Mapping[str, Any]) -> None:
+    """spec.quotaName a string, spec.nodeSelector a label selector object, quotaLabels a string map."""
+    c = FieldChecks()
+    spec = c.mapping(obj.get("spec"), "spec")
+    c.string(spec.get("quotaName"), "spec.quotaName")
+    c.selector(spec.get("nodeSelector"), "spec.nodeSelector")
+    c.string_map(spec.get("quotaLabels"), "spec.quotaLabels")
+
+
+ELASTIC_QUOTA_PROFILE = KindInfo(
+    "ElasticQuotaProfile",
+    "quota.koordinator.sh",
+    "v1alpha1",
+    "elasticquotaprofiles",
+    True,
+    validator=check_elastic_quota_profile,
+    status_subresource=False,
+    short_names=("eqp",),
+)
+"""Koordinator's quota profile (apis/quota/v1alpha1): the nodes of a quota tree; the ``/mutate-pod`` step of
+``MultiQuotaTree`` reads its nodeSelector."""
+
+KINDS = [ELASTIC_QUOTA, ELASTIC_QUOTA_PROFILE]
 """What the ``koord.kinds`` entry point names."""
