@@ -44,8 +44,10 @@ __all__ = [
     "ElasticQuotaPodValidation",
     "ElasticQuotaValidation",
     "EvaluateQuota",
+    "delete_problem",
     "fill_quota_defaults",
     "quota_name_of_pod",
+    "tree_id_problem",
 ]
 
 
@@ -61,14 +63,84 @@ class ElasticQuotaValidation(AdmissionHandler[NoArgs]):
     gate: ClassVar[str] = "ElasticValidatingWebhook"
 
     def admit(self, request: AdmissionRequest, obj: dict[str, Any]) -> None:
-        if request.operation not in ("CREATE", "UPDATE"):
-            return
         existing = self.lister.list("ElasticQuota")
         pods = self.lister.list("Pod")
-        problems = validate_quota(obj, existing, pods)
+        if request.operation == "DELETE":
+            problem = delete_problem(obj, existing, pods)
+            if problem:
+                raise Denied(problem, 400)
+            return
+        if request.operation not in ("CREATE", "UPDATE"):
+            return
+        problems = [str(p) for p in validate_quota(obj, existing, pods)]
+        tree = tree_id_problem(obj, request.old_object if request.operation == "UPDATE" else None, existing)
+        if tree:
+            problems.append(tree)
         if problems:
             # Koordinator's ElasticQuotaValidatingHandler: admission.Errored(400, err) for a failed check.
-            raise Denied("; ".join(str(p) for p in problems), 400)
+            raise Denied("; ".join(problems), 400)
+
+
+def _meta(obj: Mapping[str, Any]) -> tuple[str, Mapping[str, Any]]:
+    meta = obj.get("metadata") or {}
+    return str(meta.get("name") or ""), meta.get("labels") or {}
+
+
+def _parent(obj: Mapping[str, Any]) -> str:
+    name, labels = _meta(obj)
+    parent = str(labels.get(LABEL_QUOTA_PARENT) or "")
+    return parent or ("" if name == ROOT_QUOTA_NAME else ROOT_QUOTA_NAME)
+
+
+def _tree(obj: Mapping[str, Any]) -> str:
+    return str(_meta(obj)[1].get(LABEL_QUOTA_TREE_ID) or "")
+
+
+def tree_id_problem(
+    obj: Mapping[str, Any], old: Mapping[str, Any] | None, quotas: list[dict[str, Any]]
+) -> str:
+    """Koordinator's ``checkTreeID``: a quota's tree id may not change, and is its parent's and children's
+    (``""``: none of that is wrong)."""
+    name, _ = _meta(obj)
+    if name == ROOT_QUOTA_NAME:
+        return ""
+    tree = _tree(obj)
+    if old is not None and _tree(old) != tree:
+        return f"{name} tree id changed [{_tree(old)}] vs [{tree}]"
+    by_name = {_meta(q)[0]: q for q in quotas}
+    parent = _parent(obj)
+    if parent != ROOT_QUOTA_NAME and parent in by_name and _tree(by_name[parent]) != tree:
+        return f"{name} tree id is different from parent {parent}, [{tree}] vs [{_tree(by_name[parent])}]"
+    for child_name, child in sorted(by_name.items()):
+        if child_name != name and _parent(child) == name and _tree(child) != tree:
+            return f"{name} tree id is different from child {child_name}, [{tree}] vs [{_tree(child)}]"
+    return ""
+
+
+def delete_problem(obj: Mapping[str, Any], quotas: list[dict[str, Any]], pods: list[dict[str, Any]]) -> str:
+    """Koordinator's ``ValidDeleteQuota``: the built-in quotas, an unknown one, one with child quotas or with
+    pods labelled into it cannot be deleted (``""``: it can)."""
+    name, _ = _meta(obj)
+    if name in (SYSTEM_QUOTA_NAME, ROOT_QUOTA_NAME, DEFAULT_QUOTA_NAME):
+        return f"can not delete quotaGroup :{name}"
+    names = {_meta(q)[0] for q in quotas}
+    if name not in names:
+        return f"not found quota:{name}"
+    children = [q for q in quotas if _meta(q)[0] != name and _parent(q) == name]
+    if children:
+        return f"delete quota failed, quota {name} has {len(children)} child quotas"
+    bound = sorted(
+        (
+            str((p.get("metadata") or {}).get("namespace") or ""),
+            str((p.get("metadata") or {}).get("name") or ""),
+        )
+        for p in pods
+        if ((p.get("metadata") or {}).get("labels") or {}).get(LABEL_QUOTA_NAME) == name
+    )
+    if bound:
+        shown = [n for _, n in bound] if len(bound) <= 2 else [bound[0][1], bound[1][1], "..."]
+        return f"delete quota failed, quota {name} has {len(bound)} child pods: {', '.join(shown)}"
+    return ""
 
 
 def _parse_specs(quotas: list[dict[str, Any]]) -> list[ElasticQuotaSpec]:
