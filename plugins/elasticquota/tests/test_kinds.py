@@ -1,4 +1,4 @@
-"""The ElasticQuota kind this distribution contributes (ADR 0004): registered through ``koord.kinds``,
+"""The ElasticQuota and ElasticQuotaProfile kinds this distribution contributes (ADR 0004): registered through ``koord.kinds``,
 checked as manifests load, with errors naming file, object and field (``KindConformance``)."""
 
 from __future__ import annotations
@@ -19,5 +19,14 @@ class TestKinds(KindConformance):
                 "spec": {"max": {"cpu": "lots"}},
             },
             "spec.max.cpu: ",
+        ),
+        (
+            {
+                "apiVersion": "quota.koordinator.sh/v1alpha1",
+                "kind": "ElasticQuotaProfile",
+                "metadata": {"namespace": "team", "name": "p"},
+                "spec": {"quotaName": "q", "nodeSelector": {"matchLabels": {"pool": 1}}},
+            },
+            "spec.nodeSelector.matchLabels",
         ),
     ]
