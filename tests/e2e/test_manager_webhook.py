@@ -282,7 +282,7 @@ def test_manager_webhooks_slos_and_batch_resources(
         "limits": {"kubernetes.io/batch-cpu": "1000"},
     }
     status, body = kube_apiserver.request("POST", f"/api/v1/namespaces/{namespace}/pods", bad)
-    assert status == 403, body  # admission.ValidationResponse(false, reason): Forbidden
+    assert status == 400, body  # Koordinator's PodValidatingHandler: admission.Errored(400, err)
     assert "must specify koordinator QoS BE with koordinator colocation resources" in str(body.get("message"))
 
     # 4. NodeSLOs for every node; the node's batch allocatable follows its NodeMetric.
