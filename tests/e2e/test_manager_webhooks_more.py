@@ -22,6 +22,7 @@ from koord_framework.testing import make_pod
 pytestmark = pytest.mark.e2e
 
 VALIDATING = "koordinator-validating-webhook-configuration"
+MUTATING = "koordinator-mutating-webhook-configuration"
 NS_LABEL = "koord-e2e-webhook-quota"
 CHILD = "quota.scheduling.koordinator.sh/child-request"
 
@@ -74,10 +75,21 @@ def validating(kube_apiserver: Any, namespace: str) -> Iterator[None]:
     }
     status, body = kube_apiserver.request("POST", base, config)
     assert status == 201, body
+    # The manager keeps both of Koordinator's configurations: the mutating one, with no webhook, too.
+    mutating_base = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
+    mutating = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": MUTATING},
+        "webhooks": [],
+    }
+    status, body = kube_apiserver.request("POST", mutating_base, mutating)
+    assert status == 201, body
     try:
         yield
     finally:
         kube_apiserver.request("DELETE", f"{base}/{VALIDATING}")
+        kube_apiserver.request("DELETE", f"{mutating_base}/{MUTATING}")
 
 
 @pytest.fixture
