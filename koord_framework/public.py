@@ -64,7 +64,9 @@ PUBLIC_MODULES: dict[str, str] = {
         "NodeResourcePlugin (pre_update), ResourceItem, ResourceMetrics, NodeResourceContext: calculators"
     ),
     "koord_framework.manager.colocation": "ColocationStrategy: the colocation-config model and its merge",
-    "koord_framework.manager.webhook.admission": "AdmissionHandler, AdmissionRequest, Denied, Lister, Writer: webhooks",
+    "koord_framework.manager.webhook.admission": (
+        "AdmissionHandler, AdmissionRequest, Denied, Lister, Writer: webhooks"
+    ),
 }
 """Public module (or ``package.**``) → what a plugin finds there (the list ``docs/writing-plugins.md``
 shows)."""

@@ -1,5 +1,6 @@
-"""The ElasticQuota and ElasticQuotaProfile kinds this distribution contributes (ADR 0004): registered through ``koord.kinds``,
-checked as manifests load, with errors naming file, object and field (``KindConformance``)."""
+"""The ElasticQuota and ElasticQuotaProfile kinds this distribution contributes (ADR 0004): registered
+through ``koord.kinds``, checked as manifests load, with errors naming file, object and field
+(``KindConformance``)."""
 
 from __future__ import annotations
 
