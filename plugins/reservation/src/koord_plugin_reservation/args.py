@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from pydantic import Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic.alias_generators import to_camel
 
 from koord_framework.plugin import PluginArgs
 
@@ -17,6 +18,31 @@ DEFAULT_GC_DURATION_SECONDS: Final = 24 * 3600
 DEFAULT_GC_INTERVAL_SECONDS: Final = 60
 DEFAULT_RESYNC_INTERVAL_SECONDS: Final = 60
 _NATIVE: Final = frozenset({"cpu", "memory", "pods", "ephemeral-storage"})
+
+
+class PreAllocationConfig(BaseModel):
+    """``preAllocationConfig``: how Cluster-mode pre-allocation finds its candidate pods."""
+
+    model_config = ConfigDict(
+        frozen=True,
+        extra="forbid",
+        alias_generator=to_camel,
+        populate_by_name=True,
+        use_attribute_docstrings=True,
+        validate_default=True,
+    )
+
+    enable_cluster_mode: bool = False
+    """Allow reservations with ``preAllocationPolicy.mode: Cluster`` (else they are unschedulable)."""
+    cluster_label_key: str = ""
+    """Label marking Cluster-mode candidates (``"true"``); empty means
+    ``pod.koordinator.sh/is-pre-allocatable``."""
+    cluster_priority_annotation_key: str = ""
+    """Annotation ordering Cluster-mode candidates, higher first; empty means
+    ``pod.koordinator.sh/pre-allocatable-priority``."""
+    prefer_no_pre_allocated_pods: bool = False
+    """Place a reservation on free capacity when it fits there, pre-allocating only when it does not
+    (unless the reservation requires pre-allocation)."""
 
 
 class ReservationArgs(PluginArgs):
@@ -42,8 +68,8 @@ class ReservationArgs(PluginArgs):
     """Extended resources the reservation fit checks ignore (e.g. ``example.com/gpu``)."""
     ignored_resource_groups: list[str] = Field(default_factory=list)
     """Extended-resource vendor prefixes the fit checks ignore (``example.com`` ignores ``example.com/*``)."""
-    pre_allocation_config: dict[str, Any] | None = None
-    """Koordinator's pre-allocation settings; accepted for compatibility ; not implemented."""
+    pre_allocation_config: PreAllocationConfig | None = None
+    """Pre-allocation settings (Cluster mode, candidate label and priority keys, prefer free capacity)."""
     reservation_selector_index: dict[str, Any] | None = None
     """Koordinator's selector index settings; accepted for compatibility (koord indexes owners always)."""
 
@@ -83,4 +109,4 @@ class ReservationArgs(PluginArgs):
         return float(self.gc_interval_seconds or DEFAULT_GC_INTERVAL_SECONDS)
 
 
-__all__ = ["ReservationArgs"]
+__all__ = ["PreAllocationConfig", "ReservationArgs"]
