@@ -296,6 +296,29 @@ def test_candidates_respect_their_reservation_affinity_and_other_reservations() 
     assert node_requested(h, "n1")["cpu"] <= 4000
 
 
+def test_candidates_only_on_nodes_the_reservation_may_go_to() -> None:
+    r = pre_allocating("r1", cpu="3", memory="1Gi", owner_labels={"app": "a"})
+    r["spec"]["template"]["spec"]["affinity"] = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n2"]}]}
+                ]
+            }
+        }
+    }
+    h = harness(
+        make_node("n1", cpu="4", memory="8Gi"),
+        make_node("n2", cpu="4", memory="8Gi"),
+        running("on-n1", "n1", cpu="3", memory="1Gi", labels={"app": "a"}),
+        running("on-n2", "n2", cpu="3", memory="1Gi", labels={"app": "a"}),
+        r,
+    )
+    h.run_until_idle()  # no NodeAffinity filter in this profile: only the candidate listing keeps n1 out
+    assert status_of(h, "r1")["nodeName"] == "n2"
+    assert (allocated_to(h, "on-n1"), allocated_to(h, "on-n2")) == (None, "r1")
+
+
 def test_restart_rebuilds_pre_allocated_owners() -> None:
     h = harness(
         make_node("n1", cpu="4", memory="8Gi"),

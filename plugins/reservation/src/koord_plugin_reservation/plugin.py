@@ -27,6 +27,7 @@ import numpy as np
 
 from koord_framework.api.objects import PodInfo
 from koord_framework.api.resources import format_resource_list
+from koord_framework.api.selectors import RequiredNodeAffinity
 from koord_framework.errors import ClusterError
 from koord_framework.explain.hooks import ExplainSection, NodeExplainer
 from koord_framework.plugin import PluginArgs
@@ -442,11 +443,15 @@ class Reservation(
             priority_key=self.pre_allocatable_priority,
         )
         restore = NodeRestore()
+        # Only nodes the reserve pod may go to (template nodeName, nodeSelector, required node affinity).
+        affinity = RequiredNodeAffinity.of(pod)
         for node_name, pods in found.items():
             if wanted and node_name != wanted:
                 continue
             node = self.handle.node_info(node_name)
-            labels = node.node.labels if node is not None else {}
+            if node is None or not affinity.match_node(node.node):
+                continue
+            labels = node.node.labels
             kept = [p for p in pods if candidate_accepts(p, r, labels)]
             if not kept:
                 continue
