@@ -64,6 +64,7 @@ from koord_framework.scheduler.interface import (
     PostFilterPlugin,
     PostFilterResult,
     PreBindPlugin,
+    PreFilterExtensions,
     PreFilterPlugin,
     PreFilterResult,
     PreScorePlugin,
@@ -118,6 +119,7 @@ ERR_REASON_NODE_NOT_MATCH_RESERVATION = "node(s) didn't match the nodeName speci
 ERR_REASON_ALLOCATE_POLICY_CONFLICT = "node(s) reservation allocate policy conflict"
 ERR_REASON_NO_RESERVATIONS_MEET_REQUIREMENTS = "node(s) no reservation(s) to meet the requirements"
 ERR_ALLOCATE_ONCE_USED = "reservation has allocateOnce enabled and has already been allocated"
+ERR_REASON_PREEMPTION_FAILED = "node(s) preemption failed due to insufficient resources"
 MOST_PREFERRED_SCORE = 1000
 STATE_KEY = "Reservation"
 
@@ -164,6 +166,13 @@ class PodState:
     the snapshot's and on the restored node) and nomination ask the same questions several times."""
     pre_allocation: PreAllocation | None = None
     """A pre-allocating reserve pod's candidates and choices (``preallocation``)."""
+    owned_nodes: frozenset[str] = frozenset()
+    """Nodes with Available reservations that have owners: a preemption what-if there must know that a
+    removed owner gives its resources back to its reservation, not to the node."""
+    removed_owners: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
+    """Preemption what-ifs (RemovePod/AddPod): node -> reservation uid -> requests of the owners removed."""
+    regained: dict[str, dict[str, int]] = field(default_factory=dict)
+    """Node -> what unmatched reservations hold again once those owners are gone (not free for this pod)."""
 
     def clone(self) -> PodState:
         return PodState(
@@ -178,6 +187,10 @@ class PodState:
             self.assumed,
             self.verdicts,
             self.pre_allocation,
+            self.owned_nodes,
+            # Preemption clones the state per node and what-if: these two must not be shared.
+            {n: {u: dict(r) for u, r in by.items()} for n, by in self.removed_owners.items()},
+            {n: dict(r) for n, r in self.regained.items()},
         )
 
 
@@ -191,6 +204,7 @@ class Reservation(
     SchedulerPlugin[ReservationArgs],
     PreFilterTransformer,
     PreFilterPlugin,
+    PreFilterExtensions,
     FilterPlugin,
     VectorFilter,
     PostFilterPlugin,
@@ -377,6 +391,7 @@ class Reservation(
             has_affinity=affinity is not None,
             reservation_name=affinity.name if affinity is not None else "",
             pod_requests=dict(pod.requests),
+            owned_nodes=self.cache.nodes_with_owners(),
         )
         state.write(STATE_KEY, ps)
         entries = self.cache.all_available() if ps.ignored else self.cache.candidates_for(pod)
@@ -626,9 +641,74 @@ class Reservation(
             if not ps.nodes:
                 return None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (ERR_REASON_RESERVATION_AFFINITY,))
             return PreFilterResult(set(ps.nodes)), Status()
-        if not ps.nodes:
+        if not ps.nodes and (ps.ignored or not ps.owned_nodes):
+            # Koordinator skips only when no node has a matched reservation or an unmatched one with owners
+            # (those keep the plugin in the preemption what-ifs, see ``remove_pod``).
             return None, Status(Code.SKIP)
         return None, Status()
+
+    def pre_filter_extensions(self) -> PreFilterExtensions | None:
+        return self
+
+    # --- PreFilterExtensions: preemption what-ifs --------------------------------------------------
+    def add_pod(self, state: CycleState, pod: PodInfo, to_add: PodInfo, node: NodeInfo) -> Status:
+        return self._what_if(state, to_add, node, -1)
+
+    def remove_pod(self, state: CycleState, pod: PodInfo, to_remove: PodInfo, node: NodeInfo) -> Status:
+        return self._what_if(state, to_remove, node, 1)
+
+    def _what_if(self, state: CycleState, victim: PodInfo, node: NodeInfo, sign: int) -> Status:
+        """Koordinator's AddPod/RemovePod (``preemptibleInRRs``): an owner removed from the node gives its
+        resources back to its reservation. If the preemptor does not match that reservation on this node,
+        they stay held for the reservation's owners: ``regained`` counts them and Filter adds them back."""
+        ps = pod_state(state)
+        if ps is None or ps.reserve_pod or ps.ignored or node.name not in ps.owned_nodes:
+            return Status()
+        uid = self.cache.pod_owner.get(victim.uid)
+        entry = self.cache.entries.get(uid) if uid is not None else None
+        if entry is None or uid is None or not entry.r.is_available or entry.r.node_name != node.name:
+            return Status()
+        ns = ps.nodes.get(node.name)
+        if ns is not None and any(r.uid == uid for r in ns.matched):
+            return Status()  # the preemptor may use that reservation: what it regains is the pod's
+        by_r = ps.removed_owners.setdefault(node.name, {})
+        removed = by_r.setdefault(uid, {})
+        for k, v in victim.requests.items():
+            removed[k] = removed.get(k, 0) + sign * v
+        allocated = self.cache.allocated(uid)
+        regained: dict[str, int] = {}
+        for r_uid, gone in by_r.items():
+            r_entry = self.cache.entries.get(r_uid)
+            if r_entry is None:
+                continue
+            now = self.cache.allocated(r_uid) if r_uid != uid else allocated
+            for k, cap in r_entry.r.allocatable.items():
+                before = max(cap - now.get(k, 0), 0)
+                after = max(cap - (now.get(k, 0) - gone.get(k, 0)), 0)
+                if after > before:
+                    regained[k] = regained.get(k, 0) + after - before
+        ps.regained[node.name] = regained
+        return Status()
+
+    def _fits_with_regained(self, ps: PodState, node: NodeInfo, regained: Mapping[str, int]) -> Status:
+        requested = dict(node.requested)
+        for k, v in regained.items():
+            requested[k] = requested.get(k, 0) + v
+        short = fits_node(
+            ps.pod_requests,
+            node.allocatable,
+            requested,
+            None,
+            None,
+            0,
+            len(node.pods),
+            None,
+            self.ignored,
+            self.ignored_groups,
+        )
+        if short:
+            return Status(Code.UNSCHEDULABLE, (ERR_REASON_PREEMPTION_FAILED,))
+        return Status()
 
     # --- Filter ------------------------------------------------------------------------------------
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
@@ -644,9 +724,12 @@ class Reservation(
             pa.selected[node.name] = selected
             return s
         ns = ps.nodes.get(node.name)
+        regained = ps.regained.get(node.name) if ps.regained else None
         if ns is None or not ns.matched:
             if ps.has_affinity:
                 return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (ERR_REASON_RESERVATION_AFFINITY,))
+            if regained:
+                return self._fits_with_regained(ps, node, regained)
             return Status()
         if ps.ignored:
             return Status()
@@ -664,7 +747,7 @@ class Reservation(
                 interesting |= set(ps.pre_allocation.candidates)
             wanted = pod.annotations.get(ANNOTATION_RESERVATION_NODE, "")
         else:
-            interesting = set(ps.nodes)
+            interesting = set(ps.nodes) | set(ps.regained)
             wanted = ""
         names, index = table.names, table.index
         if wanted:
@@ -718,6 +801,10 @@ class Reservation(
         """``filterWithReservations``: the pod fits when one matched reservation, given back alone, lets it
         fit on the node (and, under ``Restricted``, inside the reservation)."""
         requested, pods = self._full_usage(node, ns)
+        regained = ps.regained.get(node.name) if ps.regained else None
+        if regained:
+            for k, v in regained.items():
+                requested[k] = requested.get(k, 0) + v
         key = (
             node.name,
             frozenset(requested.items()),

@@ -1,0 +1,90 @@
+"""Reservations in DefaultPreemption's what-ifs (Koordinator's AddPod/RemovePod, ``preemptibleInRRs``).
+
+An owner pod removed from a node gives its resources back to its reservation, not to the node: a preemptor
+that does not match that reservation must not count them as freed, or DefaultPreemption evicts the owner
+for nothing (the reservation takes the capacity straight back). A preemptor that matches the reservation
+may use them.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from koord_plugin_kubernetes.defaultbinder import DefaultBinder
+from koord_plugin_kubernetes.defaultprebind import DefaultPreBind
+from koord_plugin_kubernetes.defaultpreemption import DefaultPreemption
+from koord_plugin_kubernetes.noderesources import NodeResourcesFit
+from koord_plugin_kubernetes.queuesort import PrioritySort
+from koord_plugin_reservation import Reservation
+from koord_plugin_reservation.testing import make_reservation
+
+from koord_framework.errors import NotFoundError
+from koord_framework.scheduler.frameworkext import ANNOTATION_RESERVATION_ALLOCATED
+from koord_framework.testing import make_node, make_pod
+from koord_framework.testing.scheduler import SchedulerHarness
+
+NOW = "2024-01-01T00:00:00Z"
+PLUGINS: list[Any] = [
+    PrioritySort,
+    Reservation,
+    NodeResourcesFit,
+    DefaultPreemption,
+    DefaultPreBind,
+    DefaultBinder,
+]
+
+
+def exists(h: SchedulerHarness, name: str) -> bool:
+    try:
+        h.cluster.get("Pod", name, "default")
+    except NotFoundError:
+        return False
+    return True
+
+
+def cluster_with_an_owner() -> SchedulerHarness:
+    """n1 (4 cores): reservation r (2 cores, shared) fully used by its owner o1; x (1 core) beside it."""
+    h = SchedulerHarness(PLUGINS, now=NOW)
+    h.add(
+        make_node("n1", cpu="4", memory="8Gi"),
+        make_reservation(
+            "r", cpu="2", memory="1Gi", owner_labels={"app": "a"}, allocate_once=False, node="n1"
+        ),
+    )
+    h.run_until_idle()
+    h.add(make_pod("o1", cpu="2", memory="1Gi", labels={"app": "a"}, priority=0))
+    h.add(make_pod("x", cpu="1", memory="1Gi", priority=0))
+    h.run_until_idle()
+    raw = h.cluster.get("Pod", "o1", "default")["metadata"]["annotations"][ANNOTATION_RESERVATION_ALLOCATED]
+    assert json.loads(raw)["name"] == "r"
+    assert h.result(make_pod("x")).node == "n1"
+    return h
+
+
+def test_a_preemptor_outside_the_reservation_does_not_evict_its_owner_for_nothing() -> None:
+    h = cluster_with_an_owner()
+    # Evicting o1 would hand its 2 cores back to r, not to the node: 4 - (r 2 + x 1) < 3 either way.
+    h.add(make_pod("hi", cpu="3", memory="1Gi", priority=100))
+    h.run_until_idle()
+    assert h.result(make_pod("hi")).node is None
+    assert exists(h, "o1") and exists(h, "x")
+
+
+def test_a_preemptor_matching_the_reservation_may_evict_an_owner() -> None:
+    h = cluster_with_an_owner()
+    # An owner of r gets r's capacity back once o1 is gone: o1 is the victim, x is spared.
+    h.add(make_pod("hi", cpu="3", memory="1Gi", labels={"app": "a"}, priority=100))
+    h.run_until_idle()
+    assert not exists(h, "o1")
+    assert exists(h, "x")
+    assert h.result(make_pod("hi")).node == "n1"
+
+
+def test_plain_victims_still_make_room() -> None:
+    h = cluster_with_an_owner()
+    # 1 core free + x's core = 2: a 2-core preemptor evicts x only, never r's owner.
+    h.add(make_pod("hi", cpu="2", memory="1Gi", priority=100))
+    h.run_until_idle()
+    assert exists(h, "o1") and not exists(h, "x")
+    assert h.result(make_pod("hi")).node == "n1"
