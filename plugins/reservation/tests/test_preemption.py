@@ -88,3 +88,40 @@ def test_plain_victims_still_make_room() -> None:
     h.run_until_idle()
     assert exists(h, "o1") and not exists(h, "x")
     assert h.result(make_pod("hi")).node == "n1"
+
+
+# --- reservations preempting pods (Koordinator's enablePreemption) -----------------------------------
+def full_node(args: dict[str, Any] | None = None) -> SchedulerHarness:
+    plugins = [(p, args) if p is Reservation and args else p for p in PLUGINS]
+    h = SchedulerHarness(plugins, now=NOW)
+    h.add(
+        make_node("n1", cpu="4", memory="8Gi"),
+        make_pod("low", cpu="3", memory="1Gi", node="n1", phase="Running", priority=0),
+        make_reservation("r", cpu="2", memory="1Gi"),
+    )
+    h.run_until_idle()
+    return h
+
+
+def test_reservations_preempt_only_when_enabled() -> None:
+    h = full_node()
+    assert exists(h, "low")
+    assert (h.cluster.get("Reservation", "r").get("status") or {}).get("phase") in (None, "", "Pending")
+    h = full_node({"enablePreemption": True})
+    # The reserve pod (priority MaxInt32 by default) evicts the low-priority pod and takes its place.
+    assert not exists(h, "low")
+    st = h.cluster.get("Reservation", "r")["status"]
+    assert (st["phase"], st["nodeName"]) == ("Available", "n1")
+
+
+def test_a_reservation_with_a_low_priority_label_does_not_preempt() -> None:
+    h = SchedulerHarness(
+        [(Reservation, {"enablePreemption": True}) if p is Reservation else p for p in PLUGINS], now=NOW
+    )
+    h.add(
+        make_node("n1", cpu="4", memory="8Gi"),
+        make_pod("mid", cpu="3", memory="1Gi", node="n1", phase="Running", priority=100),
+        make_reservation("r", cpu="2", memory="1Gi", labels={"koordinator.sh/priority": "10"}),
+    )
+    h.run_until_idle()
+    assert exists(h, "mid")

@@ -1,8 +1,7 @@
 """``ReservationArgs``: Koordinator's v1 args type (``apis/config/v1``), its defaults and checks.
 
 Koordinator's ``ValidateReservationArgs`` refuses native resources among ``ignoredResources`` and groups
-that contain ``/`` or are ``kubernetes.io``; so does this model. ``enablePreemption: true`` is refused:
-koord does not implement preemption of reservations (see the README's differences).
+that contain ``/`` or are ``kubernetes.io``; so does this model.
 """
 
 from __future__ import annotations
@@ -49,11 +48,11 @@ class ReservationArgs(PluginArgs):
     """Arguments of the Reservation plugin (``ReservationArgs``)."""
 
     enable_preemption: bool = False
-    """Preempt pods to make room for reservations. Only ``false`` is supported by koord."""
+    """Let reservations preempt lower-priority pods (through the profile's DefaultPreemption)."""
     min_candidate_nodes_percentage: int = Field(10, ge=0, le=100)
-    """Preemption dry-run shortlist, percent of nodes (unused while preemption is off). Default 10."""
+    """Koordinator's preemption shortlist, percent of nodes; koord's DefaultPreemption uses its own args."""
     min_candidate_nodes_absolute: int = Field(100, ge=0)
-    """Preemption dry-run shortlist, absolute minimum (unused while preemption is off). Default 100."""
+    """Koordinator's preemption shortlist, absolute minimum; koord's DefaultPreemption uses its own args."""
     controller_workers: int = Field(1, ge=1)
     """Workers of the reservation controller (koord's controller runs inline; kept for compatibility)."""
     gc_duration_seconds: int = Field(DEFAULT_GC_DURATION_SECONDS, ge=0)
@@ -72,13 +71,6 @@ class ReservationArgs(PluginArgs):
     """Pre-allocation settings (Cluster mode, candidate label and priority keys, prefer free capacity)."""
     reservation_selector_index: dict[str, Any] | None = None
     """Koordinator's selector index settings; accepted for compatibility (koord indexes owners always)."""
-
-    @field_validator("enable_preemption")
-    @classmethod
-    def _no_preemption(cls, value: bool) -> bool:
-        if value:
-            raise ValueError("reservation preemption is not supported by koord; set enablePreemption: false")
-        return value
 
     @field_validator("ignored_resources")
     @classmethod

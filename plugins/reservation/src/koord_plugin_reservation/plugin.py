@@ -48,6 +48,7 @@ from koord_framework.scheduler.frameworkext import (
     ReservationNominator,
     ReservationPreBindPlugin,
     ReservationScorePlugin,
+    allow_reservation_preemption,
     has_nomination,
     is_reserve_pod,
     nominated_reservation,
@@ -378,6 +379,8 @@ class Reservation(
         if is_reserve_pod(pod):
             ps = PodState(reserve_pod=True, pod_requests=dict(pod.requests))
             state.write(STATE_KEY, ps)
+            if self.rargs.enable_preemption:
+                allow_reservation_preemption(state)
             if pod.annotations.get(ANNOTATION_IS_PRE_ALLOCATION) != "true":
                 return None, Status()
             return self._prepare_pre_allocation(state, pod, ps)
