@@ -125,3 +125,34 @@ def test_a_reservation_with_a_low_priority_label_does_not_preempt() -> None:
     )
     h.run_until_idle()
     assert exists(h, "mid")
+
+
+def test_a_preemptor_gets_room_inside_its_restricted_reservation() -> None:
+    # Koordinator's preemptibleInRR: evicting an owner of the preemptor's own Restricted reservation frees
+    # room inside it (fitsReservation counts the victim out).
+    h = SchedulerHarness(PLUGINS, now=NOW)
+    h.add(
+        make_node("n1", cpu="4", memory="8Gi"),
+        make_reservation(
+            "r",
+            cpu="2",
+            memory="1Gi",
+            owner_labels={"app": "a"},
+            allocate_once=False,
+            allocate_policy="Restricted",
+            node="n1",
+        ),
+        make_pod("x", cpu="2", memory="1Gi", node="n1", phase="Running", priority=1000),
+    )
+    h.run_until_idle()
+    h.add(make_pod("o1", cpu="2", memory="1Gi", labels={"app": "a"}, priority=0))
+    h.run_until_idle()
+    assert h.result(make_pod("o1")).node == "n1"
+    # The preemptor must use r (reservation affinity), so only room inside r helps.
+    affinity = {"scheduling.koordinator.sh/reservation-affinity": json.dumps({"name": "r"})}
+    h.add(make_pod("hi", cpu="2", memory="1Gi", labels={"app": "a"}, annotations=affinity, priority=100))
+    h.run_until_idle()
+    assert not exists(h, "o1") and exists(h, "x")
+    assert h.result(make_pod("hi")).node == "n1"
+    raw = h.cluster.get("Pod", "hi", "default")["metadata"]["annotations"][ANNOTATION_RESERVATION_ALLOCATED]
+    assert json.loads(raw)["name"] == "r"

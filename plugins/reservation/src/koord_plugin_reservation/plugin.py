@@ -671,18 +671,21 @@ class Reservation(
         entry = self.cache.entries.get(uid) if uid is not None else None
         if entry is None or uid is None or not entry.r.is_available or entry.r.node_name != node.name:
             return Status()
-        ns = ps.nodes.get(node.name)
-        if ns is not None and any(r.uid == uid for r in ns.matched):
-            return Status()  # the preemptor may use that reservation: what it regains is the pod's
         by_r = ps.removed_owners.setdefault(node.name, {})
         removed = by_r.setdefault(uid, {})
         for k, v in victim.requests.items():
             removed[k] = removed.get(k, 0) + sign * v
+        if "pods" not in victim.requests:
+            removed["pods"] = removed.get("pods", 0) + sign
+        ns = ps.nodes.get(node.name)
+        matched = {r.uid for r in ns.matched} if ns is not None else set()
         allocated = self.cache.allocated(uid)
         regained: dict[str, int] = {}
         for r_uid, gone in by_r.items():
             r_entry = self.cache.entries.get(r_uid)
-            if r_entry is None:
+            if r_entry is None or r_uid in matched:
+                # The preemptor may use a matched reservation: what it regains is the preemptor's (Filter
+                # hands ``removed_owners`` to fitsReservation as Koordinator's preemptibleInRR).
                 continue
             now = self.cache.allocated(r_uid) if r_uid != uid else allocated
             for k, cap in r_entry.r.allocatable.items():
@@ -808,6 +811,7 @@ class Reservation(
         if regained:
             for k, v in regained.items():
                 requested[k] = requested.get(k, 0) + v
+        removed = ps.removed_owners.get(node.name) if ps.removed_owners else None
         key = (
             node.name,
             frozenset(requested.items()),
@@ -815,6 +819,7 @@ class Reservation(
             required,
             tuple(r.uid for r in matched),
             tuple(len(r.allocated_pods) for r in matched),
+            tuple(sorted((u, tuple(sorted(g.items()))) for u, g in removed.items())) if removed else (),
         )
         known = ps.verdicts.get(key)
         if known is not None:
@@ -860,8 +865,9 @@ class Reservation(
             )
             reasons: list[str] = []
             if r.allocate_policy == "Restricted":
+                in_rr = ps.removed_owners.get(node.name, {}).get(r.uid) if ps.removed_owners else None
                 reasons = fits_reservation(
-                    ps.pod_requests, r, None, detailed, self.ignored, self.ignored_groups
+                    ps.pod_requests, r, in_rr, detailed, self.ignored, self.ignored_groups
                 )
             by_node.update(short)
             by_reservation += reasons
