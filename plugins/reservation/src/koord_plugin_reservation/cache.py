@@ -365,17 +365,6 @@ class ReservationCache:
                 out.append(e)
             return out
 
-    def nodes_with_owners(self) -> frozenset[str]:
-        """Nodes of the Available reservations that have owners (bound or assumed)."""
-        with self._lock:
-            out = set()
-            for group in (self.owners, self.assumed):
-                for uid, owners in group.items():
-                    entry = self.entries.get(uid)
-                    if owners and entry is not None and entry.r.is_available:
-                        out.add(entry.r.node_name)
-            return frozenset(out)
-
     def all_available(self) -> list[Entry]:
         with self._lock:
             return [e for e in self.entries.values() if e.r.is_available]

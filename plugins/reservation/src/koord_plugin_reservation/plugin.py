@@ -167,9 +167,6 @@ class PodState:
     the snapshot's and on the restored node) and nomination ask the same questions several times."""
     pre_allocation: PreAllocation | None = None
     """A pre-allocating reserve pod's candidates and choices (``preallocation``)."""
-    owned_nodes: frozenset[str] = frozenset()
-    """Nodes with Available reservations that have owners: a preemption what-if there must know that a
-    removed owner gives its resources back to its reservation, not to the node."""
     removed_owners: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
     """Preemption what-ifs (RemovePod/AddPod): node -> reservation uid -> requests of the owners removed."""
     regained: dict[str, dict[str, int]] = field(default_factory=dict)
@@ -188,7 +185,6 @@ class PodState:
             self.assumed,
             self.verdicts,
             self.pre_allocation,
-            self.owned_nodes,
             # Preemption clones the state per node and what-if: these two must not be shared.
             {n: {u: dict(r) for u, r in by.items()} for n, by in self.removed_owners.items()},
             {n: dict(r) for n, r in self.regained.items()},
@@ -394,7 +390,6 @@ class Reservation(
             has_affinity=affinity is not None,
             reservation_name=affinity.name if affinity is not None else "",
             pod_requests=dict(pod.requests),
-            owned_nodes=self.cache.nodes_with_owners(),
         )
         state.write(STATE_KEY, ps)
         entries = self.cache.all_available() if ps.ignored else self.cache.candidates_for(pod)
@@ -644,9 +639,10 @@ class Reservation(
             if not ps.nodes:
                 return None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (ERR_REASON_RESERVATION_AFFINITY,))
             return PreFilterResult(set(ps.nodes)), Status()
-        if not ps.nodes and (ps.ignored or not ps.owned_nodes):
+        if not ps.nodes and (ps.ignored or not self.cache.pod_owner):
             # Koordinator skips only when no node has a matched reservation or an unmatched one with owners
-            # (those keep the plugin in the preemption what-ifs, see ``remove_pod``).
+            # (those keep the plugin in the preemption what-ifs, see ``remove_pod``); koord asks only
+            # whether any reservation has an owner (O(1)).
             return None, Status(Code.SKIP)
         return None, Status()
 
@@ -665,7 +661,7 @@ class Reservation(
         resources back to its reservation. If the preemptor does not match that reservation on this node,
         they stay held for the reservation's owners: ``regained`` counts them and Filter adds them back."""
         ps = pod_state(state)
-        if ps is None or ps.reserve_pod or ps.ignored or node.name not in ps.owned_nodes:
+        if ps is None or ps.reserve_pod or ps.ignored:
             return Status()
         uid = self.cache.pod_owner.get(victim.uid)
         entry = self.cache.entries.get(uid) if uid is not None else None
