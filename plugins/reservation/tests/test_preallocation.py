@@ -447,3 +447,52 @@ def test_koordinator_filter_with_pre_allocatable_pods(
         preemptible=_res(*preemptible) if preemptible else None,
     )
     assert (got.code, got.reasons) == (want.code, want.reasons), name
+
+
+# --- Koordinator's TestNominatePreAllocation ---------------------------------------------------------
+def _pod(name: str, requests: dict[str, str]) -> PodInfo:
+    return PodInfo.from_manifest(make_pod(name, requests=requests, node="test-node", uid=name))
+
+
+PREFERRED = ("preferred-pod", {"cpu": "2", "memory": "4Gi"})
+NORMAL = ("normal-pod", {"cpu": "1", "memory": "1Gi"})
+
+
+@pytest.mark.parametrize(
+    ("candidates", "want"),
+    [
+        ([], None),
+        ([PREFERRED, NORMAL], "preferred-pod"),
+        ([NORMAL, PREFERRED], "preferred-pod"),
+        ([("test-pod", {"cpu": "6", "memory": "6Gi"}), ("normal-pod", {"memory": "8Gi"})], None),
+    ],
+    ids=[
+        "node without pre-allocatable",
+        "preferred pre-allocatable",
+        "preferred pre-allocatable 1",
+        "no pre-allocatable to nominate",
+    ],
+)
+def test_koordinator_nominate_pre_allocation(
+    candidates: list[tuple[str, dict[str, str]]], want: str | None
+) -> None:
+    from koord_plugin_reservation.plugin import STATE_KEY, PodState
+    from koord_plugin_reservation.preallocation import PreAllocation
+
+    from koord_framework.scheduler.cycle_state import CycleState
+
+    r = pre_allocating("test-reservation", cpu="2", memory="4Gi", owner_labels={"app": "x"})
+    h = harness(make_node("test-node", cpu="8", memory="16Gi"))
+    plugin = h.plugin("Reservation")
+    assert isinstance(plugin, Reservation)
+    pods = [_pod(n, req) for n, req in candidates]
+    pa = PreAllocation(info=info_from_object(r), multiple=False, required=False)
+    pa.candidates["test-node"] = pods
+    pa.selected["test-node"] = pods
+    h.node_info("test-node")  # the handle answers from the scheduler's snapshot
+    ps = PodState(reserve_pod=True, pod_requests=_res("2", "4Gi"), pre_allocation=pa)
+    state = CycleState()
+    state.write(STATE_KEY, ps)
+    nominated, status = plugin._nominate_pre_allocation(state, ps, pa, "test-node")
+    assert status.is_success
+    assert [p.name for p in nominated] == ([want] if want else [])
