@@ -112,6 +112,18 @@ def test_reservation_takes_over_a_running_owner_and_keeps_its_resources_after() 
     assert allocated_to(h, "heir") == "r1"
 
 
+def test_explain_names_the_pre_allocated_pods() -> None:
+    h = harness(
+        make_node("n1", cpu="4", memory="8Gi"),
+        running("old", "n1", cpu="3", memory="3Gi", labels={"app": "a"}),
+        pre_allocating("r1", cpu="3", memory="3Gi", owner_labels={"app": "a"}),
+    )
+    h.scheduler.explain = True
+    h.run_until_idle()
+    uid = h.cluster.get("Reservation", "r1")["metadata"]["uid"]
+    assert "Reservation: pre-allocates default/old on node n1" in h.scheduler.outcomes[uid].notes
+
+
 def test_without_pre_allocation_the_reservation_does_not_fit() -> None:
     r = pre_allocating("r1", owner_labels={"app": "a"})
     del r["spec"]["preAllocation"]

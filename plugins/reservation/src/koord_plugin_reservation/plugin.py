@@ -1235,8 +1235,19 @@ class Reservation(
     def explain_cycle(self, state: CycleState, pod: PodInfo, node_name: str | None) -> list[str]:
         """Lines for ``--explain``: the reservation nominated on the chosen node and why others were not."""
         ps = pod_state(state)
-        if ps is None or ps.reserve_pod:
+        if ps is None:
             return []
+        if ps.reserve_pod:
+            pa = ps.pre_allocation
+            if pa is None:
+                return []
+            # Explaining runs before Reserve: say whom the nomination takes over on the chosen node.
+            if node_name:
+                pods, s = self._nominate_pre_allocation(state, ps, pa, node_name)
+                if s.is_success and pods:
+                    return [f"pre-allocates {', '.join(p.key for p in pods)} on node {node_name}"]
+            nodes = ", ".join(sorted(pa.candidates)) or "none"
+            return [f"pre-allocation candidates on nodes: {nodes}"]
         lines = []
         r = nominated_reservation(state, node_name) if node_name else None
         if r is not None:
