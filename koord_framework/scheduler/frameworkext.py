@@ -383,6 +383,24 @@ def has_nomination(state: CycleState, node_name: str) -> bool:
     return table is not None and node_name in table
 
 
+_RESERVATION_PREEMPTION_KEY = "koord.frameworkext/reservation-preemption"
+
+
+def allow_reservation_preemption(state: CycleState) -> None:
+    """Let this reserve pod's cycle preempt pods (the Reservation plugin's ``enablePreemption``).
+
+    Koordinator's reservations preempt only through the Reservation plugin's own PostFilter when
+    ``enablePreemption`` is set; kube-scheduler's DefaultPreemption cannot act for a reserve pod (it is no
+    Pod in the API). koord's DefaultPreemption does the work, for a reserve pod only in cycles marked here.
+    """
+    state.write(_RESERVATION_PREEMPTION_KEY, True)
+
+
+def reservation_preemption_allowed(state: CycleState) -> bool:
+    """Whether ``allow_reservation_preemption`` was called in this cycle."""
+    return state.get(_RESERVATION_PREEMPTION_KEY) is True
+
+
 __all__ = [
     "ANNOTATION_IS_PRE_ALLOCATION",
     "ANNOTATION_RESERVATION_AFFINITY",
@@ -409,9 +427,11 @@ __all__ = [
     "ReservationScorePlugin",
     "ReservePodQueue",
     "allocated_reservation_of",
+    "allow_reservation_preemption",
     "has_nomination",
     "is_reserve_pod",
     "nominated_reservation",
     "reservation_name_of",
+    "reservation_preemption_allowed",
     "set_nominated_reservation",
 ]

@@ -924,6 +924,9 @@ class Scheduler:
 
     def _nominate(self, pod: PodInfo, node: str) -> None:
         self.queue.add_nominated(pod, node)
+        if is_reserve_pod(pod):
+            # No Pod in the API: the nomination lives in the queue (Koordinator's AddNominatedReservePod).
+            return
         try:
             self.cluster.patch(
                 "Pod", pod.name, pod.namespace, {"status": {"nominatedNodeName": node}}, status=True

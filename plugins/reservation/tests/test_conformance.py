@@ -30,9 +30,11 @@ class TestConformance(SchedulerPluginConformance):
         {"ignoredResources": ["example.com/gpu"], "ignoredResourceGroups": ["vendor.io"]},
         {"disableGarbageCollection": True, "controllerWorkers": 4, "minCandidateNodesPercentage": 20},
         {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "ReservationArgs"},
+        {"enablePreemption": True, "preAllocationConfig": {"enableClusterMode": True}},
     ]
     invalid_args: ClassVar[list[dict[str, Any]]] = [
-        {"enablePreemption": True},
+        {"enablePreemption": "sometimes"},
+        {"preAllocationConfig": {"clusterMode": True}},
         {"ignoredResources": ["cpu"]},
         {"ignoredResources": ["hugepages-2Mi"]},
         {"ignoredResourceGroups": ["kubernetes.io"]},

@@ -151,3 +151,121 @@ def test_an_expired_reservation_frees_its_capacity(nodes: list[int], reservation
     h.add(make_pod("probe", cpu=f"{gap}m", memory="1Mi"))
     h.run_until_idle()
     assert h.result(make_pod("probe")).node is not None
+
+
+# --- pre-allocation -----------------------------------------------------------------------------------
+PRE_ALLOCATABLE = "pod.koordinator.sh/is-pre-allocatable"
+running_st = st.lists(
+    st.tuples(st.integers(0, 3), st.sampled_from([*TEAMS, None]), st.integers(1, 3), st.booleans()),
+    max_size=10,
+)
+pre_allocating_st = st.lists(
+    st.tuples(
+        st.sampled_from(TEAMS),
+        st.integers(1, 4),
+        st.sampled_from(["Default", "Cluster"]),
+        st.booleans(),  # enableMultiple
+        st.booleans(),  # pre-allocation-required
+        st.booleans(),  # allocateOnce
+    ),
+    max_size=5,
+)
+
+
+def build_pre_allocation(
+    nodes: list[int], running: list[Any], reservations: list[Any], pre: list[Any], pods: list[Any]
+) -> SchedulerHarness:
+    h = SchedulerHarness(
+        [
+            (Reservation, {"preAllocationConfig": {"enableClusterMode": True}}),
+            NodeResourcesFit,
+            DefaultPreBind,
+            DefaultBinder,
+        ],
+        now=NOW,
+    )
+    h.add(*[make_node(f"n{i}", cpu=str(cpu), memory=f"{cpu}Gi") for i, cpu in enumerate(nodes)])
+    left = {f"n{i}": cpu for i, cpu in enumerate(nodes)}
+    for i, (at, team, cpu, labelled) in enumerate(running):
+        node = f"n{at % len(nodes)}"
+        if left[node] < cpu:
+            continue  # the cluster starts within its capacity
+        left[node] -= cpu
+        labels = {"team": team} if team else {}
+        if labelled:
+            labels[PRE_ALLOCATABLE] = "true"
+        h.add(
+            make_pod(
+                f"run{i}", cpu=str(cpu), memory=f"{cpu}Gi", node=node, phase="Running", labels=labels or None
+            )
+        )
+    for i, (team, cpu, once, policy) in enumerate(reservations):
+        h.add(
+            make_reservation(
+                f"r{i}",
+                cpu=str(cpu),
+                memory="1Gi",
+                owner_labels={"team": team},
+                allocate_once=once,
+                allocate_policy=policy or None,
+            )
+        )
+    for i, (team, cpu, mode, multiple, required, once) in enumerate(pre):
+        r = make_reservation(
+            f"pre{i}",
+            cpu=str(cpu),
+            memory=f"{cpu}Gi",
+            owner_labels={"team": team},
+            allocate_once=once,
+            allocate_policy="Restricted",
+            labels={"scheduling.koordinator.sh/pre-allocation-required": "true"} if required else None,
+        )
+        r["spec"]["preAllocation"] = True
+        r["spec"]["preAllocationPolicy"] = {"mode": mode, "enableMultiple": multiple}
+        h.add(r)
+    h.run_until_idle()
+    for i, (team, cpu) in enumerate(pods):
+        h.add(make_pod(f"p{i}", cpu=str(cpu), memory="512Mi", labels={"team": team} if team else None))
+    h.run_until_idle()
+    return h
+
+
+def check_no_overcommit(h: SchedulerHarness) -> None:
+    """cpu and memory: bound pods plus what Available reservations still hold fit every node; a pod
+    consumes a reservation on its own node only."""
+    pods = bound_pods(h)
+    objs, _ = h.cluster.list("Reservation")
+    reservations = {str(o["metadata"]["uid"]): parse_reservation(o) for o in objs}
+    owners: dict[str, list[PodInfo]] = {}
+    for p in pods:
+        uid = consumed(p)
+        if uid is not None:
+            r = reservations.get(uid)
+            assert r is not None, f"pod {p.key} consumes a reservation that does not exist"
+            assert r.node_name == p.node_name, f"pod {p.key} consumes {r.name} on another node"
+            owners.setdefault(uid, []).append(p)
+    for node in h.cluster.list("Node")[0]:
+        name = node["metadata"]["name"]
+        info = h.node_info(name)
+        for resource in ("cpu", "memory"):
+            used = sum(p.requests.get(resource, 0) for p in pods if p.node_name == name)
+            for uid, r in reservations.items():
+                if r.is_available and r.node_name == name:
+                    given_away = sum(p.requests.get(resource, 0) for p in owners.get(uid, []))
+                    used += max(r.allocatable.get(resource, 0) - given_away, 0)
+            assert used <= info.allocatable[resource], f"node {name} overcommits {resource}: {used}"
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(nodes_st, running_st, reservations_st, pre_allocating_st, pods_st)
+def test_pre_allocation_never_gives_a_resource_twice(
+    nodes: list[int], running: list[Any], reservations: list[Any], pre: list[Any], pods: list[Any]
+) -> None:
+    h = build_pre_allocation(nodes, running, reservations, pre, pods)
+    check_no_overcommit(h)
+    # Pre-allocated pods finishing leave their resources to the reservation; still nothing twice.
+    for p in bound_pods(h)[::2]:
+        h.cluster.delete("Pod", p.name, p.namespace)
+    h.add(make_pod("late", cpu="2", memory="1Gi", labels={"team": "t0"}))
+    h.run_until_idle()
+    check_no_overcommit(h)

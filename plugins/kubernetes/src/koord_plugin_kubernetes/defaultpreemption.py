@@ -32,6 +32,7 @@ from koord_framework.api.selectors import SelectorError, parse_label_selector
 from koord_framework.cluster.clock import format_time
 from koord_framework.cluster.port import EventRecord
 from koord_framework.errors import ClusterError, NotFoundError
+from koord_framework.scheduler.frameworkext import is_reserve_pod, reservation_preemption_allowed
 from koord_framework.scheduler.interface import (
     CycleState,
     Handle,
@@ -394,6 +395,10 @@ class DefaultPreemption(SchedulerPlugin[DefaultPreemptionArgs], PostFilterPlugin
     def preempt(
         self, state: CycleState, pod: PodInfo, filtered: Mapping[str, Status]
     ) -> tuple[PostFilterResult | None, Status]:
+        if is_reserve_pod(pod) and not reservation_preemption_allowed(state):
+            # A reserve pod preempts only when the Reservation plugin allows it (enablePreemption), as in
+            # Koordinator, where kube's DefaultPreemption cannot find the (fake) preemptor pod.
+            return None, Status(Code.UNSCHEDULABLE)
         # Only a nominated pod's status matters; a miss in the framework's lazy map is not free.
         nominated_status = filtered.get(pod.nominated_node) if pod.nominated_node else None
         eligible, reason = self.pod_eligible_to_preempt_others(pod, nominated_status)

@@ -61,6 +61,15 @@ REASON_EXPIRED = "Expired"
 REASON_SUCCEEDED = "Succeeded"
 REASON_UNSCHEDULABLE = "Unschedulable"
 
+PRE_ALLOCATION_MODE_DEFAULT = "Default"
+PRE_ALLOCATION_MODE_CLUSTER = "Cluster"
+LABEL_PRE_ALLOCATION_REQUIRED = "scheduling.koordinator.sh/pre-allocation-required"
+"""On a Reservation (and so its reserve pod): it may only be placed by pre-allocating a running pod."""
+LABEL_POD_PRE_ALLOCATABLE = "pod.koordinator.sh/is-pre-allocatable"
+"""On a running pod: ``"true"`` makes it a candidate of Cluster-mode pre-allocation (key configurable)."""
+ANNOTATION_POD_PRE_ALLOCATABLE_PRIORITY = "pod.koordinator.sh/pre-allocatable-priority"
+"""On a Cluster-mode candidate: an integer, higher is pre-allocated first (key configurable)."""
+
 UNSCHEDULABLE_TAINT = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
 
 
@@ -153,6 +162,10 @@ class ParsedReservation:
     annotations: Mapping[str, str]
     scheduler_name: str
     pre_allocation: bool
+    pre_allocation_mode: str = PRE_ALLOCATION_MODE_DEFAULT
+    """``spec.preAllocationPolicy.mode``: ``Default`` (candidates are the owners) or ``Cluster``."""
+    pre_allocation_multiple: bool = False
+    """``spec.preAllocationPolicy.enableMultiple``: several running pods may make up the reservation."""
     conditions: list[dict[str, Any]] = field(default_factory=list)
 
     @property
@@ -333,6 +346,7 @@ def parse_reservation(obj: Mapping[str, Any], *, strict: bool = True) -> ParsedR
             ) from None
         reserved = _resources(raw_reserved, label, f"metadata.annotations[{ANNOTATION_NODE_RESERVATION}]")
     conditions = [dict(c) for c in status.get("conditions") or [] if isinstance(c, Mapping)]
+    pre_allocation, mode, multiple = _pre_allocation(spec, label)
     return ParsedReservation(
         name=name,
         uid=uid,
@@ -354,9 +368,34 @@ def parse_reservation(obj: Mapping[str, Any], *, strict: bool = True) -> ParsedR
         labels=labels,
         annotations=annotations,
         scheduler_name=str(tspec.get("schedulerName") or "default-scheduler"),
-        pre_allocation=bool(spec.get("preAllocation") or False),
+        pre_allocation=pre_allocation,
+        pre_allocation_mode=mode,
+        pre_allocation_multiple=multiple,
         conditions=conditions,
     )
+
+
+def _pre_allocation(spec: Mapping[str, Any], obj: str) -> tuple[bool, str, bool]:
+    """``spec.preAllocation`` and ``spec.preAllocationPolicy`` (mode defaults to ``Default``)."""
+    enabled = spec.get("preAllocation")
+    if enabled is None:
+        enabled = False
+    if not isinstance(enabled, bool):
+        raise ReservationError(obj, "spec.preAllocation", f"must be a boolean, not {enabled!r}")
+    policy = _mapping(spec.get("preAllocationPolicy"), obj, "spec.preAllocationPolicy")
+    mode = policy.get("mode") or PRE_ALLOCATION_MODE_DEFAULT
+    if mode not in (PRE_ALLOCATION_MODE_DEFAULT, PRE_ALLOCATION_MODE_CLUSTER):
+        raise ReservationError(
+            obj, "spec.preAllocationPolicy.mode", f"unknown mode {mode!r} (Default, Cluster)"
+        )
+    multiple = policy.get("enableMultiple")
+    if multiple is None:
+        multiple = False
+    if not isinstance(multiple, bool):
+        raise ReservationError(
+            obj, "spec.preAllocationPolicy.enableMultiple", f"must be a boolean, not {multiple!r}"
+        )
+    return enabled, str(mode), multiple
 
 
 def reserve_pod_manifest(r: ParsedReservation) -> dict[str, Any]:

@@ -27,6 +27,7 @@ import numpy as np
 
 from koord_framework.api.objects import PodInfo
 from koord_framework.api.resources import format_resource_list
+from koord_framework.api.selectors import RequiredNodeAffinity
 from koord_framework.errors import ClusterError
 from koord_framework.explain.hooks import ExplainSection, NodeExplainer
 from koord_framework.plugin import PluginArgs
@@ -34,6 +35,7 @@ from koord_framework.scheduler.cycle_state import CycleState
 
 # The vectorised NormalizeScore form is declared next to the runner, as the core plugins import it.
 from koord_framework.scheduler.frameworkext import (
+    ANNOTATION_IS_PRE_ALLOCATION,
     ANNOTATION_RESERVATION_ALLOCATED,
     ANNOTATION_RESERVATION_NAME,
     ANNOTATION_RESERVATION_NODE,
@@ -44,7 +46,9 @@ from koord_framework.scheduler.frameworkext import (
     ReservationFilterPlugin,
     ReservationInfo,
     ReservationNominator,
+    ReservationPreBindPlugin,
     ReservationScorePlugin,
+    allow_reservation_preemption,
     has_nomination,
     is_reserve_pod,
     nominated_reservation,
@@ -61,6 +65,7 @@ from koord_framework.scheduler.interface import (
     PostFilterPlugin,
     PostFilterResult,
     PreBindPlugin,
+    PreFilterExtensions,
     PreFilterPlugin,
     PreFilterResult,
     PreScorePlugin,
@@ -79,10 +84,14 @@ from koord_plugin_reservation.cache import Changes, ReservationCache
 from koord_plugin_reservation.controller import ReservationController
 from koord_plugin_reservation.fit import fits_node, fits_reservation, is_reservation_reason, score_reservation
 from koord_plugin_reservation.model import (
+    ANNOTATION_POD_PRE_ALLOCATABLE_PRIORITY,
     ANNOTATION_RESIZE_ALLOCATABLE,
     COND_READY,
     COND_SCHEDULED,
+    LABEL_POD_PRE_ALLOCATABLE,
+    LABEL_PRE_ALLOCATION_REQUIRED,
     PHASE_AVAILABLE,
+    PRE_ALLOCATION_MODE_CLUSTER,
     REASON_AVAILABLE,
     REASON_SCHEDULED,
     ReservationAffinity,
@@ -92,6 +101,17 @@ from koord_plugin_reservation.model import (
     is_reservation_ignored,
     parse_reservation_affinity,
 )
+from koord_plugin_reservation.preallocation import (
+    ERR_REASON_CLUSTER_MODE_DISABLED,
+    ERR_REASON_NO_PODS_MEET_PRE_ALLOCATION,
+    ERR_REASON_PRE_ALLOCATION_REQUIRED,
+    ERR_REASON_PRE_ALLOCATION_UNSUPPORTED,
+    PreAllocation,
+    candidate_accepts,
+    filter_with_pre_allocatable,
+    list_candidates,
+    node_usage,
+)
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +120,7 @@ ERR_REASON_NODE_NOT_MATCH_RESERVATION = "node(s) didn't match the nodeName speci
 ERR_REASON_ALLOCATE_POLICY_CONFLICT = "node(s) reservation allocate policy conflict"
 ERR_REASON_NO_RESERVATIONS_MEET_REQUIREMENTS = "node(s) no reservation(s) to meet the requirements"
 ERR_ALLOCATE_ONCE_USED = "reservation has allocateOnce enabled and has already been allocated"
+ERR_REASON_PREEMPTION_FAILED = "node(s) preemption failed due to insufficient resources"
 MOST_PREFERRED_SCORE = 1000
 STATE_KEY = "Reservation"
 
@@ -144,6 +165,12 @@ class PodState:
     verdicts: dict[Any, Status] = field(default_factory=dict)
     """Memo of ``_filter_with_reservations`` by everything it reads: Filter (vectorised and per node, on
     the snapshot's and on the restored node) and nomination ask the same questions several times."""
+    pre_allocation: PreAllocation | None = None
+    """A pre-allocating reserve pod's candidates and choices (``preallocation``)."""
+    removed_owners: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
+    """Preemption what-ifs (RemovePod/AddPod): node -> reservation uid -> requests of the owners removed."""
+    regained: dict[str, dict[str, int]] = field(default_factory=dict)
+    """Node -> what unmatched reservations hold again once those owners are gone (not free for this pod)."""
 
     def clone(self) -> PodState:
         return PodState(
@@ -157,6 +184,10 @@ class PodState:
             self.preferred_node,
             self.assumed,
             self.verdicts,
+            self.pre_allocation,
+            # Preemption clones the state per node and what-if: these two must not be shared.
+            {n: {u: dict(r) for u, r in by.items()} for n, by in self.removed_owners.items()},
+            {n: dict(r) for n, r in self.regained.items()},
         )
 
 
@@ -170,6 +201,7 @@ class Reservation(
     SchedulerPlugin[ReservationArgs],
     PreFilterTransformer,
     PreFilterPlugin,
+    PreFilterExtensions,
     FilterPlugin,
     VectorFilter,
     PostFilterPlugin,
@@ -180,6 +212,7 @@ class Reservation(
     VectorNormalize,
     ReservePlugin,
     PreBindPlugin,
+    ReservationPreBindPlugin,
     BindPlugin,
     ReservationFilterPlugin,
     ReservationScorePlugin,
@@ -199,6 +232,13 @@ class Reservation(
         self.rargs = args
         self.ignored = frozenset(args.ignored_resources)
         self.ignored_groups = frozenset(args.ignored_resource_groups)
+        pa_config = args.pre_allocation_config
+        self.cluster_mode = pa_config is not None and pa_config.enable_cluster_mode
+        self.prefer_free = pa_config is not None and pa_config.prefer_no_pre_allocated_pods
+        self.pre_allocatable_label = (pa_config and pa_config.cluster_label_key) or LABEL_POD_PRE_ALLOCATABLE
+        self.pre_allocatable_priority = (
+            pa_config and pa_config.cluster_priority_annotation_key
+        ) or ANNOTATION_POD_PRE_ALLOCATABLE_PRIORITY
         self.cache = ReservationCache()
         self.controller = ReservationController(
             handle.cluster, handle.clock, self.cache, args, self._node_exists
@@ -235,6 +275,12 @@ class Reservation(
         error = self.cache.errors.get(name)
         if error is not None:
             self._warn(name, str(error))
+            return
+        entry = self.cache.by_reservation_name(name)
+        if entry is not None and entry.r.is_available and self.cache.owners_of(entry.r.uid):
+            # Pre-allocated owners were bound before their reservation became Available: its status
+            # (allocated, currentOwners) is written now rather than at the next resync.
+            self.controller.sync_one(entry.r.uid)
 
     def _on_reservation_update(self, _old: Mapping[str, Any], obj: Mapping[str, Any]) -> None:
         self._on_reservation_add(obj)
@@ -327,8 +373,13 @@ class Reservation(
     def before_pre_filter(self, state: CycleState, pod: PodInfo) -> tuple[NodeRestore | None, Status]:
         self.controller.sync_due()
         if is_reserve_pod(pod):
-            state.write(STATE_KEY, PodState(reserve_pod=True, pod_requests=dict(pod.requests)))
-            return None, Status()
+            ps = PodState(reserve_pod=True, pod_requests=dict(pod.requests))
+            state.write(STATE_KEY, ps)
+            if self.rargs.enable_preemption:
+                allow_reservation_preemption(state)
+            if pod.annotations.get(ANNOTATION_IS_PRE_ALLOCATION) != "true":
+                return None, Status()
+            return self._prepare_pre_allocation(state, pod, ps)
         try:
             affinity = parse_reservation_affinity(pod)
             exact = exact_match_spec(pod)
@@ -373,6 +424,120 @@ class Reservation(
             if not s.is_success:
                 return None, s
         return restore, Status()
+
+    def _prepare_pre_allocation(
+        self, state: CycleState, pod: PodInfo, ps: PodState
+    ) -> tuple[NodeRestore | None, Status]:
+        """``prepareMatchReservationStateForReservePod`` for a pre-allocating reservation: its candidates per
+        node, taken off those nodes for this cycle (the Filter then judges each one precisely)."""
+        entry = self.cache.by_reservation_name(pod.annotations.get(ANNOTATION_RESERVATION_NAME, ""))
+        if entry is None:
+            return None, Status()  # PreFilter names the missing reservation
+        r = entry.r
+        if r.allocate_policy != "Restricted":
+            return None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (ERR_REASON_PRE_ALLOCATION_UNSUPPORTED,))
+        if r.pre_allocation_mode == PRE_ALLOCATION_MODE_CLUSTER and not self.cluster_mode:
+            return None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (ERR_REASON_CLUSTER_MODE_DISABLED,))
+        info = self.cache.info(r.uid)
+        if info is None:
+            return None, Status()
+        pa = PreAllocation(
+            info=info,
+            multiple=r.pre_allocation_multiple,
+            required=pod.labels.get(LABEL_PRE_ALLOCATION_REQUIRED) == "true",
+        )
+        ps.pre_allocation = pa
+        wanted = pod.annotations.get(ANNOTATION_RESERVATION_NODE, "")
+        found = list_candidates(
+            self.handle.node_infos(),
+            r,
+            self.cache.pod_owner,
+            label_key=self.pre_allocatable_label,
+            priority_key=self.pre_allocatable_priority,
+        )
+        restore = NodeRestore()
+        # Only nodes the reserve pod may go to (template nodeName, nodeSelector, required node affinity).
+        affinity = RequiredNodeAffinity.of(pod)
+        for node_name, pods in found.items():
+            if wanted and node_name != wanted:
+                continue
+            node = self.handle.node_info(node_name)
+            if node is None or not affinity.match_node(node.node):
+                continue
+            labels = node.node.labels
+            kept = [p for p in pods if candidate_accepts(p, r, labels)]
+            if not kept:
+                continue
+            pa.candidates[node_name] = kept
+            for p in kept:
+                restore.add(node_name, p)
+        return restore, Status()
+
+    def _filter_pre_allocation(
+        self, state: CycleState, ps: PodState, pa: PreAllocation, node: NodeInfo, only: PodInfo | None = None
+    ) -> tuple[list[PodInfo], Status]:
+        candidates = pa.candidates.get(node.name, [])
+        ext = self._extended.reservation_extensions if self._extended is not None else None
+
+        def hook(p: PodInfo) -> Status:
+            if ext is None:
+                return Status()
+            return ext.run_filter_reservation(state, p, pa.info, node)
+
+        requested, pods = node_usage(node, candidates)
+        return filter_with_pre_allocatable(
+            reservation_requests=ps.pod_requests,
+            info=pa.info,
+            allocatable=node.allocatable,
+            requested=requested,
+            pods=pods,
+            candidates=[only] if only is not None else candidates,
+            required=pa.required or only is not None,
+            multiple=pa.multiple and only is None,
+            prefer_free=self.prefer_free,
+            hook=hook,
+            ignored=self.ignored,
+            ignored_groups=self.ignored_groups,
+        )
+
+    def _nominate_pre_allocation(
+        self, state: CycleState, ps: PodState, pa: PreAllocation, node_name: str
+    ) -> tuple[list[PodInfo], Status]:
+        """``NominatePreAllocation(s)``: the pods the reservation takes over on ``node_name``."""
+        selected = pa.selected.get(node_name)
+        if selected is None:
+            node = self.handle.node_info(node_name)
+            if node is None:
+                return [], Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ("missing node",))
+            selected, s = self._filter_pre_allocation(state, ps, pa, node)
+            if not s.is_success:
+                return [], s
+        if pa.multiple or not selected:
+            return list(selected), Status()
+        if len(selected) == 1 and pa.required:
+            return [selected[0]], Status()
+        ext = self._extended.reservation_extensions if self._extended is not None else None
+        fitting = []
+        for p in selected:
+            if ext is not None:
+                ok = ext.run_filter_nominate_reservation(state, p, pa.info, node_name).is_success
+            else:
+                ok = self.filter_nominate_reservation(state, p, pa.info, node_name).is_success
+            if ok:
+                fitting.append(p)
+        if len(fitting) <= 1:
+            return fitting, Status()
+        scores: list[int] = []
+        for p in fitting:
+            if ext is not None:
+                one, s = ext.run_score_reservation(state, p, [pa.info], node_name)
+                if not s.is_success:
+                    return [], s
+                scores.append(one[0])
+            else:
+                scores.append(self.score_reservation(state, p, pa.info, node_name)[0])
+        best = max(range(len(fitting)), key=lambda i: scores[i])  # the first of equals, as a stable sort
+        return [fitting[best]], Status()
 
     def _matches(
         self,
@@ -462,14 +627,90 @@ class Reservation(
                 error = self.cache.errors.get(name)
                 reason = str(error) if error is not None else f"cannot get reservation {name}: not found"
                 return None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (reason,))
+            pa = ps.pre_allocation
+            if pa is not None and pa.required:
+                if not pa.candidates:
+                    return None, Status(
+                        Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (ERR_REASON_PRE_ALLOCATION_REQUIRED,)
+                    )
+                return PreFilterResult(set(pa.candidates)), Status()
             return None, Status()
         if ps.has_affinity:
             if not ps.nodes:
                 return None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (ERR_REASON_RESERVATION_AFFINITY,))
             return PreFilterResult(set(ps.nodes)), Status()
-        if not ps.nodes:
+        if not ps.nodes and (ps.ignored or not self.cache.pod_owner):
+            # Koordinator skips only when no node has a matched reservation or an unmatched one with owners
+            # (those keep the plugin in the preemption what-ifs, see ``remove_pod``); koord asks only
+            # whether any reservation has an owner (O(1)).
             return None, Status(Code.SKIP)
         return None, Status()
+
+    def pre_filter_extensions(self) -> PreFilterExtensions | None:
+        return self
+
+    # --- PreFilterExtensions: preemption what-ifs --------------------------------------------------
+    def add_pod(self, state: CycleState, pod: PodInfo, to_add: PodInfo, node: NodeInfo) -> Status:
+        return self._what_if(state, to_add, node, -1)
+
+    def remove_pod(self, state: CycleState, pod: PodInfo, to_remove: PodInfo, node: NodeInfo) -> Status:
+        return self._what_if(state, to_remove, node, 1)
+
+    def _what_if(self, state: CycleState, victim: PodInfo, node: NodeInfo, sign: int) -> Status:
+        """Koordinator's AddPod/RemovePod (``preemptibleInRRs``): an owner removed from the node gives its
+        resources back to its reservation. If the preemptor does not match that reservation on this node,
+        they stay held for the reservation's owners: ``regained`` counts them and Filter adds them back."""
+        ps = pod_state(state)
+        if ps is None or ps.reserve_pod or ps.ignored:
+            return Status()
+        uid = self.cache.pod_owner.get(victim.uid)
+        entry = self.cache.entries.get(uid) if uid is not None else None
+        if entry is None or uid is None or not entry.r.is_available or entry.r.node_name != node.name:
+            return Status()
+        by_r = ps.removed_owners.setdefault(node.name, {})
+        removed = by_r.setdefault(uid, {})
+        for k, v in victim.requests.items():
+            removed[k] = removed.get(k, 0) + sign * v
+        if "pods" not in victim.requests:
+            removed["pods"] = removed.get("pods", 0) + sign
+        ns = ps.nodes.get(node.name)
+        matched = {r.uid for r in ns.matched} if ns is not None else set()
+        allocated = self.cache.allocated(uid)
+        regained: dict[str, int] = {}
+        for r_uid, gone in by_r.items():
+            r_entry = self.cache.entries.get(r_uid)
+            if r_entry is None or r_uid in matched:
+                # The preemptor may use a matched reservation: what it regains is the preemptor's (Filter
+                # hands ``removed_owners`` to fitsReservation as Koordinator's preemptibleInRR).
+                continue
+            now = self.cache.allocated(r_uid) if r_uid != uid else allocated
+            for k, cap in r_entry.r.allocatable.items():
+                before = max(cap - now.get(k, 0), 0)
+                after = max(cap - (now.get(k, 0) - gone.get(k, 0)), 0)
+                if after > before:
+                    regained[k] = regained.get(k, 0) + after - before
+        ps.regained[node.name] = regained
+        return Status()
+
+    def _fits_with_regained(self, ps: PodState, node: NodeInfo, regained: Mapping[str, int]) -> Status:
+        requested = dict(node.requested)
+        for k, v in regained.items():
+            requested[k] = requested.get(k, 0) + v
+        short = fits_node(
+            ps.pod_requests,
+            node.allocatable,
+            requested,
+            None,
+            None,
+            0,
+            len(node.pods),
+            None,
+            self.ignored,
+            self.ignored_groups,
+        )
+        if short:
+            return Status(Code.UNSCHEDULABLE, (ERR_REASON_PREEMPTION_FAILED,))
+        return Status()
 
     # --- Filter ------------------------------------------------------------------------------------
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
@@ -477,11 +718,20 @@ class Reservation(
         if ps is None:
             return Status()
         if ps.reserve_pod:
-            return self._filter_reserve_pod(pod, node.name)
+            s = self._filter_reserve_pod(pod, node.name)
+            pa = ps.pre_allocation
+            if not s.is_success or pa is None:
+                return s
+            selected, s = self._filter_pre_allocation(state, ps, pa, node)
+            pa.selected[node.name] = selected
+            return s
         ns = ps.nodes.get(node.name)
+        regained = ps.regained.get(node.name) if ps.regained else None
         if ns is None or not ns.matched:
             if ps.has_affinity:
                 return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (ERR_REASON_RESERVATION_AFFINITY,))
+            if regained:
+                return self._fits_with_regained(ps, node, regained)
             return Status()
         if ps.ignored:
             return Status()
@@ -495,9 +745,11 @@ class Reservation(
         if ps.reserve_pod:
             interesting = set(self.cache.by_node)
             interesting |= {e.assumed_node for e in self.cache.snapshot() if e.assumed_node}
+            if ps.pre_allocation is not None:
+                interesting |= set(ps.pre_allocation.candidates)
             wanted = pod.annotations.get(ANNOTATION_RESERVATION_NODE, "")
         else:
-            interesting = set(ps.nodes)
+            interesting = set(ps.nodes) | set(ps.regained)
             wanted = ""
         names, index = table.names, table.index
         if wanted:
@@ -551,6 +803,11 @@ class Reservation(
         """``filterWithReservations``: the pod fits when one matched reservation, given back alone, lets it
         fit on the node (and, under ``Restricted``, inside the reservation)."""
         requested, pods = self._full_usage(node, ns)
+        regained = ps.regained.get(node.name) if ps.regained else None
+        if regained:
+            for k, v in regained.items():
+                requested[k] = requested.get(k, 0) + v
+        removed = ps.removed_owners.get(node.name) if ps.removed_owners else None
         key = (
             node.name,
             frozenset(requested.items()),
@@ -558,6 +815,7 @@ class Reservation(
             required,
             tuple(r.uid for r in matched),
             tuple(len(r.allocated_pods) for r in matched),
+            tuple(sorted((u, tuple(sorted(g.items()))) for u, g in removed.items())) if removed else (),
         )
         known = ps.verdicts.get(key)
         if known is not None:
@@ -603,8 +861,9 @@ class Reservation(
             )
             reasons: list[str] = []
             if r.allocate_policy == "Restricted":
+                in_rr = ps.removed_owners.get(node.name, {}).get(r.uid) if ps.removed_owners else None
                 reasons = fits_reservation(
-                    ps.pod_requests, r, None, detailed, self.ignored, self.ignored_groups
+                    ps.pod_requests, r, in_rr, detailed, self.ignored, self.ignored_groups
                 )
             by_node.update(short)
             by_reservation += reasons
@@ -652,6 +911,10 @@ class Reservation(
         node = self.handle.node_info(node_name)
         if ps is None or node is None:
             return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ("missing node",))
+        pa = ps.pre_allocation
+        if pa is not None and reservation.uid == pa.info.uid:
+            # Nominating a candidate pod of a pre-allocation: can the reservation take over this one?
+            return self._filter_pre_allocation(state, ps, pa, node, only=pod)[1]
         ns = ps.nodes.get(node_name) or NodeState()
         return self._filter_with_reservations(state, pod, node, ps, ns, [reservation], True)
 
@@ -798,6 +1061,20 @@ class Reservation(
             entry = self.cache.by_reservation_name(pod.annotations.get(ANNOTATION_RESERVATION_NAME, ""))
             if entry is None:
                 return Status(Code.ERROR, ("reservation not found",))
+            pa = ps.pre_allocation
+            if pa is not None:
+                pods, s = self._nominate_pre_allocation(state, ps, pa, node_name)
+                if not s.is_success:
+                    return s
+                if not pods and pa.required:
+                    return Status(Code.UNSCHEDULABLE, (ERR_REASON_NO_PODS_MEET_PRE_ALLOCATION,))
+                try:
+                    for p in pods:
+                        self._apply(self.cache.assume(entry.r.uid, p))
+                        pa.pre_allocated.append(p)
+                except KeyError as exc:
+                    self._forget_pre_allocated(entry.r.uid, pa)
+                    return Status(Code.ERROR, (str(exc),))
             self.cache.assume_reservation(entry.r.uid, node_name)
             return Status()
         if ps.ignored:
@@ -828,12 +1105,68 @@ class Reservation(
             entry = self.cache.by_reservation_name(pod.annotations.get(ANNOTATION_RESERVATION_NAME, ""))
             if entry is not None and not entry.r.node_name:
                 self.cache.forget_reservation(entry.r.uid)
+            pa = ps.pre_allocation
+            if pa is not None and entry is not None:
+                self._forget_pre_allocated(entry.r.uid, pa)
             return
         if ps.assumed is not None:
             self._apply(self.cache.forget(ps.assumed.uid, pod))
             ps.assumed = None
 
+    def _forget_pre_allocated(self, reservation_uid: str, pa: PreAllocation) -> None:
+        """Undo Reserve and PreBind of a pre-allocation: the pods stop being assumed owners and lose the
+        ``reservation-allocated`` PreBind wrote (Koordinator's ``unreservePod``)."""
+        for p in pa.pre_allocated:
+            self._apply(self.cache.forget(reservation_uid, p))
+        pa.pre_allocated = []
+        for p in pa.patched:
+            current = self.handle.informer.get("Pod", p.name, p.namespace)
+            if current is None or (current.get("metadata") or {}).get("uid") != p.uid:
+                continue
+            with contextlib.suppress(ClusterError):
+                self.handle.cluster.patch(
+                    "Pod",
+                    p.name,
+                    p.namespace,
+                    {"metadata": {"annotations": {ANNOTATION_RESERVATION_ALLOCATED: None}}},
+                )
+        pa.patched = []
+
     # --- PreBind / Bind ----------------------------------------------------------------------------
+    def pre_bind_reservation(
+        self, state: CycleState, reservation: Mapping[str, Any], node_name: str
+    ) -> Status:
+        """``PreBindReservation``: write ``reservation-allocated`` on the pods the reservation
+        pre-allocated."""
+        ps = pod_state(state)
+        pa = ps.pre_allocation if ps is not None else None
+        if pa is None or not pa.pre_allocated:
+            return Status()
+        spec = reservation.get("spec") or {}
+        meta = reservation.get("metadata") or {}
+        if spec.get("preAllocation") is not True:
+            return Status(Code.ERROR, (ERR_REASON_PRE_ALLOCATION_UNSUPPORTED,))
+        name, uid = str(meta.get("name", "")), str(meta.get("uid", ""))
+        value = json.dumps({"name": name, "uid": uid}, separators=(",", ":"))
+        for p in pa.pre_allocated:
+            current = self.handle.informer.get("Pod", p.name, p.namespace)
+            if current is None:
+                return Status(Code.ERROR, (f"pre-allocated pod {p.key} of reservation {name} is gone",))
+            cmeta = current.get("metadata") or {}
+            if cmeta.get("uid") != p.uid:
+                return Status(Code.ERROR, (ERR_REASON_PRE_ALLOCATION_UNSUPPORTED,))
+            try:
+                self.handle.cluster.patch(
+                    "Pod",
+                    p.name,
+                    p.namespace,
+                    {"metadata": {"annotations": {ANNOTATION_RESERVATION_ALLOCATED: value}}},
+                )
+            except ClusterError as exc:
+                return Status.as_error(exc)
+            pa.patched.append(p)
+        return Status()
+
     def pre_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
         ps = pod_state(state)
         if ps is None or ps.reserve_pod or ps.assumed is None:
@@ -902,8 +1235,19 @@ class Reservation(
     def explain_cycle(self, state: CycleState, pod: PodInfo, node_name: str | None) -> list[str]:
         """Lines for ``--explain``: the reservation nominated on the chosen node and why others were not."""
         ps = pod_state(state)
-        if ps is None or ps.reserve_pod:
+        if ps is None:
             return []
+        if ps.reserve_pod:
+            pa = ps.pre_allocation
+            if pa is None:
+                return []
+            # Explaining runs before Reserve: say whom the nomination takes over on the chosen node.
+            if node_name:
+                pods, s = self._nominate_pre_allocation(state, ps, pa, node_name)
+                if s.is_success and pods:
+                    return [f"pre-allocates {', '.join(p.key for p in pods)} on node {node_name}"]
+            nodes = ", ".join(sorted(pa.candidates)) or "none"
+            return [f"pre-allocation candidates on nodes: {nodes}"]
         lines = []
         r = nominated_reservation(state, node_name) if node_name else None
         if r is not None:

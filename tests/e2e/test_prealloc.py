@@ -1,0 +1,142 @@
+"""Reservation pre-allocation on a real kube-apiserver: a reservation that does not fit on free capacity
+takes over a running owner pod (PreBindReservation patches ``reservation-allocated`` onto that Pod through
+the API), and keeps the pod's resources for its owners once the pod is gone.
+
+The scheduler runs in-process on the ``KubeCluster`` adapter (live loop, real clock); a scheduler name and a
+node label of this test keep it apart from the other tests' nodes and pods.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from koord_plugin_kubernetes.defaultbinder import DefaultBinder
+from koord_plugin_kubernetes.defaultprebind import DefaultPreBind
+from koord_plugin_kubernetes.nodeaffinity import NodeAffinity
+from koord_plugin_kubernetes.noderesources import NodeResourcesFit
+from koord_plugin_reservation import Reservation
+
+from koord_framework.cluster.kube import KubeCluster
+from koord_framework.scheduler.framework import PluginLayout
+from koord_framework.scheduler.scheduler import ProfileSpec, Scheduler
+
+pytestmark = pytest.mark.e2e
+SCHEDULER = "koord-e2e-prealloc"
+ALLOCATED = "scheduling.koordinator.sh/reservation-allocated"
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float = 20.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _node(name: str, label: str) -> dict[str, Any]:
+    resources = {"cpu": "4", "memory": "8Gi", "pods": "110"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {"e2e-prealloc": label, "kubernetes.io/hostname": name}},
+        "status": {
+            "capacity": resources,
+            "allocatable": resources,
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
+
+
+def _pod(name: str, namespace: str, cpu: str, label: str, app: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": {"app": app}},
+        "spec": {
+            "schedulerName": SCHEDULER,
+            "nodeSelector": {"e2e-prealloc": label},
+            "containers": [
+                {"name": "main", "image": "pause", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}
+            ],
+        },
+    }
+
+
+@pytest.fixture
+def scheduler(kube: KubeCluster, koord_crds: list[str]) -> Iterator[Scheduler]:
+    classes = [Reservation, NodeAffinity, NodeResourcesFit, DefaultPreBind, DefaultBinder]
+    spec = ProfileSpec(SCHEDULER, PluginLayout.every_point(classes), {})
+    sched = Scheduler(kube, [spec], pod_initial_backoff_seconds=0.2, pod_max_backoff_seconds=1.0)
+    stop = threading.Event()
+    thread = threading.Thread(target=sched.run, args=(stop,), kwargs={"poll": 0.1}, daemon=True)
+    thread.start()
+    try:
+        yield sched
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+        sched.close()
+
+
+def test_reservation_pre_allocates_a_running_owner(
+    kube: KubeCluster, namespace: str, scheduler: Scheduler
+) -> None:
+    label = namespace
+    node = f"{namespace}-node"
+    kube.create(_node(node, label))
+
+    def bound(pod: str) -> str:
+        return str((kube.get("Pod", pod, namespace).get("spec") or {}).get("nodeName") or "")
+
+    kube.create(_pod("old", namespace, "3", label, "owner"))
+    wait_for(lambda: bound("old") == node, what="the first owner to be bound")
+    name = f"{namespace}-r"
+    kube.create(
+        {
+            "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+            "kind": "Reservation",
+            "metadata": {"name": name},
+            "spec": {
+                "ttl": "1h",
+                "allocateOnce": False,
+                "allocatePolicy": "Restricted",
+                "preAllocation": True,
+                "owners": [{"labelSelector": {"matchLabels": {"app": "owner"}}}],
+                "template": {
+                    "metadata": {"namespace": namespace},
+                    "spec": {
+                        "schedulerName": SCHEDULER,
+                        "nodeSelector": {"e2e-prealloc": label},
+                        "containers": [
+                            {"name": "main", "resources": {"requests": {"cpu": "3", "memory": "1Gi"}}}
+                        ],
+                    },
+                },
+            },
+        }
+    )
+
+    def status() -> dict[str, Any]:
+        return dict(kube.get("Reservation", name).get("status") or {})
+
+    # Only 1 core is free: the reservation is placed by taking over the running owner.
+    wait_for(lambda: status().get("phase") == "Available", what="the reservation to become Available")
+    assert status()["nodeName"] == node
+    annotations = kube.get("Pod", "old", namespace)["metadata"].get("annotations") or {}
+    assert json.loads(annotations[ALLOCATED])["name"] == name
+    wait_for(lambda: bool(status().get("currentOwners")), what="the controller to record the owner")
+    assert [o["name"] for o in status()["currentOwners"]] == ["old"]
+
+    # The pod goes; the reservation keeps its 3 cores for owners only.
+    kube.delete("Pod", "old", namespace)
+    kube.create(_pod("stranger", namespace, "2", label, "someone-else"))
+    kube.create(_pod("heir", namespace, "2", label, "owner"))
+    wait_for(lambda: bound("heir") == node, what="the next owner to use the reservation")
+    time.sleep(2)
+    assert not bound("stranger")
