@@ -16,7 +16,6 @@ from typing import Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from koord_framework.api.selectors import parse_label_selector
 from koord_framework.manager.nodestrategies import NodeStrategies
 
 __all__ = [
@@ -26,7 +25,6 @@ __all__ = [
     "merged",
     "node_colocation_strategy",
     "overlay",
-    "selector_matches",
 ]
 
 CalculatePolicy = Literal["usage", "request", "maxUsageRequest"]
@@ -122,14 +120,6 @@ def overlay(base: dict[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
         else:
             base[key] = copy.deepcopy(value)
     return base
-
-
-def selector_matches(selector: Any, labels: Mapping[str, str], path: str = "nodeSelector") -> bool:
-    """Whether a ``metav1.LabelSelector`` matches; an empty or missing selector matches nothing, as
-    ``sloconfig`` treats a node strategy without a selector."""
-    if not isinstance(selector, Mapping) or not selector:
-        return False
-    return parse_label_selector(selector, path).matches(labels)
 
 
 def colocation_strategies(config: Mapping[str, Any]) -> NodeStrategies[dict[str, Any]]:
