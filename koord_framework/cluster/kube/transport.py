@@ -221,19 +221,18 @@ class Transport:
         if body is not None and content_type is None:
             content_type = "application/json"
         request_timeout = timeout if timeout is not None else self.request_timeout
+        # Built before the exchange: a failure here (credentials, a bad query) is no outage.
+        url, headers = self._url(path, query), self._headers(content_type)
         with self._exchange(method, path):
             if self.lean is not None and stream and body is None:
-                url = self._url(path, query)[len(self.host) :]
-                return self.lean.stream(method, url, self._headers(content_type), request_timeout)
+                return self.lean.stream(method, url[len(self.host) :], headers, request_timeout)
             if self.lean is not None and not stream:
-                url = self._url(path, query)[len(self.host) :]
-                return self.lean.request(
-                    method, url, self._headers(content_type), _encoded(body), request_timeout
-                )
+                relative = url[len(self.host) :]
+                return self.lean.request(method, relative, headers, _encoded(body), request_timeout)
             response = self.api_client.rest_client.request(
                 method,
-                self._url(path, query),
-                headers=self._headers(content_type),
+                url,
+                headers=headers,
                 body=body,  # the client serialises JSON bodies itself
                 _request_timeout=request_timeout,
             )
