@@ -64,6 +64,7 @@ PUBLIC_MODULES: dict[str, str] = {
         "NodeResourcePlugin (pre_update), ResourceItem, ResourceMetrics, NodeResourceContext: calculators"
     ),
     "koord_framework.manager.colocation": "ColocationStrategy: the colocation-config model and its merge",
+    "koord_framework.manager.nodestrategies": "NodeStrategies[S]: an slo-controller-config key per node",
     "koord_framework.manager.webhook.admission": (
         "AdmissionHandler, AdmissionRequest, Denied, Lister, Writer: webhooks"
     ),

@@ -1,7 +1,7 @@
 """``koord snapshot``: dump a live cluster into manifests that every ``--cluster`` command reads.
 
-    koord snapshot --kubeconfig FILE -o DIR [--anonymize [--salt S]] [--config-namespace NS]
-                   [--page-size N] [--quiet] [--force]
+    koord snapshot --kubeconfig FILE -o DIR [--kinds KIND[,KIND...]] [--anonymize [--salt S]]
+                   [--config-namespace NS] [--page-size N] [--quiet] [--force]
 
 Nodes, pods, NodeMetrics, NodeSLOs, NodeResourceTopologies, Devices, ElasticQuotas, PodGroups, Reservations,
 PodMigrationJobs, PodDisruptionBudgets, workloads (Deployments, ReplicaSets, StatefulSets, DaemonSets, Jobs),
@@ -9,7 +9,8 @@ PriorityClasses, ClusterColocationProfiles and the ConfigMaps koord-scheduler-co
 koord-descheduler-config and slo-controller-config of --config-namespace are listed page by page and written
 to DIR as they come, one <plural>.yaml per kind; DIR appears only when the run finished (it is written as
 DIR.partial first), with an index .koord-snapshot.json. A kind that is not installed here or whose CRD the
-server does not serve is skipped with a line saying so. --anonymize replaces names, namespaces, identifying
+server does not serve is skipped with a line saying so. --kinds dumps only the kinds it names (a kind or
+its plural, any case; ConfigMap for the three ConfigMaps). --anonymize replaces names, namespaces, identifying
 label/annotation values and images with stable hashes (docs/snapshot.md says what is kept).
 
 Exit status: 0 the snapshot is complete; 1 it is partial (a kind was forbidden or could not be read, or an
@@ -52,6 +53,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help=f"namespace of the components' ConfigMaps (default: {DEFAULT_CONFIG_NAMESPACE})",
     )
     parser.add_argument(
+        "--kinds",
+        metavar="KIND[,KIND...]",
+        help="dump only these kinds (Pod or pods, any case; ConfigMap: the components' ConfigMaps)",
+    )
+    parser.add_argument(
         "--anonymize", action="store_true", help="hash names, namespaces, label values, images"
     )
     parser.add_argument("--salt", default="", help="salt of --anonymize's hashes (same salt, same names)")
@@ -73,6 +79,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def run(args: argparse.Namespace) -> int:
     from koord_framework.cluster.kinds import KindRegistry
+    from koord_framework.snapshot.kinds import CONFIG_MAP_KIND, CONFIG_MAPS, SNAPSHOT_KINDS, select_kinds
     from koord_framework.snapshot.run import Progress, SnapshotOptions, take_snapshot
     from koord_framework.snapshot.source import KubeSource
     from koord_framework.snapshot.writer import SnapshotWriter
@@ -84,6 +91,14 @@ def run(args: argparse.Namespace) -> int:
     if args.salt and not args.anonymize:
         return _error(EXIT_BAD_INPUT, "--salt needs --anonymize")
     kinds = KindRegistry.discover()
+    selected = (*SNAPSHOT_KINDS, CONFIG_MAP_KIND)
+    if args.kinds is not None:
+        try:
+            selected = select_kinds([n for n in args.kinds.split(",") if n.strip()], kinds)
+        except ValueError as err:
+            return _error(EXIT_BAD_INPUT, f"--kinds: {err}")
+        if not selected:
+            return _error(EXIT_BAD_INPUT, "--kinds: names no kind")
     try:
         source = KubeSource.from_kubeconfig(
             args.kubeconfig,
@@ -105,6 +120,8 @@ def run(args: argparse.Namespace) -> int:
             anonymize=args.anonymize,
             salt=args.salt,
             config_namespace=args.config_namespace,
+            kinds=tuple(k for k in selected if k != CONFIG_MAP_KIND),
+            config_maps=CONFIG_MAPS if CONFIG_MAP_KIND in selected else (),
         )
         progress = Progress(sys.stderr, quiet=args.quiet)
         try:

@@ -15,6 +15,13 @@ form and a JSON-able ``data`` mapping (the ``sections[].data`` of ``-o json``; `
   calculator shows its calculation (BatchResource: Koordinator's formula with the node's numbers), on the
   inputs ``calculate`` gets. Calculators without the hook still show the items ``calculate`` returns.
 
+* ``PodExplainer.explain_pod(plugin, cycle)``: a section of ``koord explain pod`` about one scheduler
+  plugin's part in the pod's dry cycle (Reservation: the reservation the pod would use, or why each
+  candidate was rejected). Unlike the mixins above it is a class of its own, registered in the
+  ``koord.explain.pod`` entry-point group under the name of the plugin it explains, so that a distribution
+  adds it without touching the plugin class; it is asked only when that plugin is enabled in the pod's
+  profile, after the cycle, with the plugin instance and the cycle (``PodCycle``).
+
 A hook that raises does not stop the others: its section reports the failure.
 """
 
@@ -23,11 +30,24 @@ from __future__ import annotations
 import abc
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
+from koord_framework.api.objects import PodInfo
 from koord_framework.manager.noderesource import ColocationStrategy, ResourceMetrics
+from koord_framework.scheduler.cycle_state import CycleState
 
-__all__ = ["ExplainSection", "NodeExplainer", "NodeResourceExplainer", "QuotaExplainer"]
+__all__ = [
+    "POD_EXPLAINERS",
+    "ExplainSection",
+    "NodeExplainer",
+    "NodeResourceExplainer",
+    "PodCycle",
+    "PodExplainer",
+    "QuotaExplainer",
+]
+
+POD_EXPLAINERS: Final = "koord.explain.pod"
+"""The entry-point group of ``PodExplainer`` classes (entry name: the scheduler plugin explained)."""
 
 
 @dataclass
@@ -70,3 +90,29 @@ class NodeResourceExplainer(abc.ABC):
         metrics: ResourceMetrics,
     ) -> ExplainSection:
         """The calculation of the node's resources on the inputs ``calculate`` gets, step by step."""
+
+
+@dataclass(frozen=True)
+class PodCycle:
+    """One pod's dry scheduling cycle as ``koord explain pod`` ran it (read only)."""
+
+    pod: PodInfo
+    """The pod as the cycle saw it."""
+    state: CycleState
+    """The cycle's state after the cycle (what each plugin wrote in it)."""
+    node: str | None
+    """The chosen node (None: unschedulable)."""
+    rejected: Mapping[str, str]
+    """Node -> ``Plugin: reason`` of the plugin that rejected it (PreFilter or Filter)."""
+    annotations: Mapping[str, str]
+    """What Reserve / PreBind wrote on the pod."""
+
+
+class PodExplainer(abc.ABC):
+    """A section of ``koord explain pod`` about one scheduler plugin's part in the pod's cycle (entry-point
+    group ``POD_EXPLAINERS``; constructed without arguments). Must not change any state."""
+
+    @abc.abstractmethod
+    def explain_pod(self, plugin: Any, cycle: PodCycle) -> ExplainSection | None:
+        """What ``plugin`` (the instance of the profile that scheduled the pod) decided for the pod (None:
+        nothing to say about this pod)."""

@@ -10,11 +10,15 @@ waits at Permit (a gang short of members) is allowed afterwards, to show what it
 
 A bound pod is re-evaluated as if it were pending: the copy holds it unbound (its own resources no longer
 counted on its node), and the explanation says so.
+
+After the cycle, every ``PodExplainer`` of the ``koord.explain.pod`` entry points whose plugin the profile
+enables adds its section (Reservation: the reservation the pod would use, or why each candidate was not).
 """
 
 from __future__ import annotations
 
 import copy
+import importlib.metadata
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +26,8 @@ from typing import Any
 from koord_framework.cluster.memory import MemoryCluster
 from koord_framework.config.loader import LoadedSchedulerConfig
 from koord_framework.errors import KoordError
+from koord_framework.explain.hooks import POD_EXPLAINERS, PodCycle, PodExplainer
+from koord_framework.explain.node import SectionResult
 from koord_framework.explain.source import unknown
 from koord_framework.scheduler.cycle_state import CycleState
 from koord_framework.scheduler.framework import _filter_one
@@ -94,6 +100,8 @@ class PodExplanation:
     annotations: dict[str, str] = field(default_factory=dict)
     """What PreBind wrote on the pod (cpuset, device allocations, the reservation it takes, ...)."""
     notes: list[str] = field(default_factory=list)
+    sections: list[SectionResult] = field(default_factory=list)
+    """The ``PodExplainer`` sections of the profile's plugins."""
 
     def groups(self) -> list[dict[str, Any]]:
         """Rejected nodes grouped by (plugin, reason), the largest group first."""
@@ -139,6 +147,7 @@ class PodExplanation:
                 "annotations": dict(self.annotations),
                 "notes": list(self.notes),
             },
+            "sections": [s.to_dict() for s in self.sections],
         }
 
 
@@ -227,7 +236,34 @@ def _dry_cycle(
             outcome = sched.outcomes.get(pod.uid, outcome)
     elif first.status in ("Scheduled", "Binding"):
         permit = "Allow"
-    return _explanation(sched, fw.profile_name, first, outcome, captured, bound_to, gated_by, permit)
+    ex = _explanation(sched, fw.profile_name, first, outcome, captured, bound_to, gated_by, permit)
+    state = captured.get("state")
+    if state is not None:
+        rejected = {v.name: f"{v.plugin}: {v.reason}" for v in ex.nodes if not v.feasible}
+        cycle = PodCycle(first.pod, state, first.node, rejected, dict(outcome.annotations))
+        ex.sections = _pod_sections(fw.plugins, cycle)
+    return ex
+
+
+def _pod_sections(plugins: dict[str, Any], cycle: PodCycle) -> list[SectionResult]:
+    """Each installed ``PodExplainer`` whose plugin the profile enables, by plugin name; a hook that fails
+    (to load or to run) leaves a section saying so."""
+    out: list[SectionResult] = []
+    for ep in sorted(importlib.metadata.entry_points(group=POD_EXPLAINERS), key=lambda e: e.name):
+        plugin = plugins.get(ep.name)
+        if plugin is None:
+            continue
+        try:
+            explainer = ep.load()()
+            if not isinstance(explainer, PodExplainer):
+                raise TypeError(f"{ep.value} is not a PodExplainer")
+            section = explainer.explain_pod(plugin, cycle)
+        except Exception as exc:  # a plugin's hook must not take the explanation down
+            out.append(SectionResult(ep.name, None, f"{type(exc).__name__}: {exc}"))
+            continue
+        if section is not None:
+            out.append(SectionResult(ep.name, section))
+    return out
 
 
 def _capture_pre_filter(sched: Scheduler, fw: Any, captured: dict[str, Any], focus: str | None) -> None:
@@ -238,7 +274,7 @@ def _capture_pre_filter(sched: Scheduler, fw: Any, captured: dict[str, Any], foc
 
     def run_pre_filter(state: CycleState, pod: Any) -> tuple[PreFilterResult | None, Status]:
         result, status = original(state, pod)
-        captured["result"], captured["status"] = result, status
+        captured["result"], captured["status"], captured["state"] = result, status, state
         captured["skipped"] = sorted(state.skip_filter)
         node = sched.snapshot.get(focus) if focus is not None else None
         if node is not None and status.is_success:

@@ -6,7 +6,7 @@ feasible nodes are listed best first, nodes with the very same scores on one lin
 
 from __future__ import annotations
 
-from koord_framework.explain.node import Explanation
+from koord_framework.explain.node import Explanation, SectionResult
 from koord_framework.explain.pod import NodeVerdict, PodExplanation
 
 __all__ = ["render_pod", "render_sections"]
@@ -83,6 +83,7 @@ def render_pod(ex: PodExplanation, *, top: int = 10, focus: str | None = None) -
         lines.append("Reserve/PreBind would write:")
         lines += [f"  {k}: {v}" for k, v in sorted(ex.annotations.items())]
     lines += [f"note: {n}" for n in ex.notes]
+    lines += _section_lines(ex.sections)
     return "\n".join(lines) + "\n"
 
 
@@ -123,11 +124,17 @@ def _focus(ex: PodExplanation, name: str) -> list[str]:
 
 
 def render_sections(ex: Explanation) -> str:
-    lines = [f"{ex.kind} {ex.name}"]
-    for s in ex.sections:
+    lines = [f"{ex.kind} {ex.name}", *_section_lines(ex.sections)]
+    return "\n".join(lines) + "\n"
+
+
+def _section_lines(sections: list[SectionResult]) -> list[str]:
+    """Each plugin's section: its title, then its lines indented (or why its hook failed)."""
+    lines: list[str] = []
+    for s in sections:
         if s.section is None:
             lines.append(f"{s.plugin}: explain hook failed: {s.error}")
             continue
         lines.append(f"{s.section.title or s.plugin}:")
         lines += [f"  {line}" for line in s.section.lines]
-    return "\n".join(lines) + "\n"
+    return lines

@@ -2,8 +2,9 @@
 defaults (``sloconfig.DefaultColocationStrategy``) and the per-node merge.
 
 The cluster strategy is overlaid on the defaults; then the **first** ``nodeConfigs`` entry whose
-``nodeSelector`` matches the node's labels is overlaid on that (``GetNodeColocationStrategy``). Fields left
-out (or null) keep the value below them, as Go's merge of pointer fields does.
+``nodeSelector`` matches the node's labels is overlaid on that (``GetNodeColocationStrategy``, through
+``NodeStrategies``). Fields left out (or null) keep the value below them, as Go's merge of pointer fields
+does.
 """
 
 from __future__ import annotations
@@ -15,14 +16,15 @@ from typing import Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from koord_framework.api.selectors import parse_label_selector
+from koord_framework.manager.nodestrategies import NodeStrategies
 
 __all__ = [
     "DEFAULT_COLOCATION",
     "ColocationStrategy",
+    "colocation_strategies",
+    "merged",
     "node_colocation_strategy",
     "overlay",
-    "selector_matches",
 ]
 
 CalculatePolicy = Literal["usage", "request", "maxUsageRequest"]
@@ -120,29 +122,18 @@ def overlay(base: dict[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
     return base
 
 
-def selector_matches(selector: Any, labels: Mapping[str, str], path: str = "nodeSelector") -> bool:
-    """Whether a ``metav1.LabelSelector`` matches; an empty or missing selector matches nothing, as
-    ``sloconfig`` treats a node strategy without a selector."""
-    if not isinstance(selector, Mapping) or not selector:
-        return False
-    return parse_label_selector(selector, path).matches(labels)
-
-
-NODE_CONFIG_KEYS: Final = ("name", "nodeSelector")
+def colocation_strategies(config: Mapping[str, Any]) -> NodeStrategies[dict[str, Any]]:
+    """The JSON form of the cluster strategy (the config's top level, over the defaults) and of each
+    ``nodeConfigs`` entry (over the cluster strategy). Raises ``ValueError`` for a bad ``nodeSelector``."""
+    return NodeStrategies.parse(config, default=dict(DEFAULT_COLOCATION), read=dict, merge=merged)
 
 
 def node_colocation_strategy(config: Mapping[str, Any], labels: Mapping[str, str]) -> dict[str, Any]:
     """The JSON form of a node's strategy: defaults, then the cluster strategy (the config's top level),
-    then the first matching ``nodeConfigs`` entry."""
-    merged = overlay(copy.deepcopy(dict(DEFAULT_COLOCATION)), _strip(config, ("nodeConfigs",)))
-    for i, node_config in enumerate(config.get("nodeConfigs") or ()):
-        if isinstance(node_config, Mapping) and selector_matches(
-            node_config.get("nodeSelector"), labels, f"nodeConfigs[{i}].nodeSelector"
-        ):
-            overlay(merged, _strip(node_config, NODE_CONFIG_KEYS))
-            break
-    return merged
+    then the first matching ``nodeConfigs`` entry (a fresh copy)."""
+    return copy.deepcopy(colocation_strategies(config).strategy_for(labels))
 
 
-def _strip(data: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
-    return {k: v for k, v in data.items() if k not in keys}
+def merged(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    """``over`` overlaid on a copy of ``base`` (``util.MergeCfg`` of JSON forms)."""
+    return overlay(copy.deepcopy(dict(base)), over)

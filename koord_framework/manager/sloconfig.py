@@ -24,12 +24,8 @@ from koord_framework.koordlet.nodeslo import (
     ResourceThresholdStrategy,
     default_node_slo_spec,
 )
-from koord_framework.manager.colocation import (
-    ColocationStrategy,
-    node_colocation_strategy,
-    overlay,
-    selector_matches,
-)
+from koord_framework.manager.colocation import ColocationStrategy, colocation_strategies, merged
+from koord_framework.manager.nodestrategies import NodeStrategies
 
 __all__ = [
     "CONFIG_MAP_NAME",
@@ -198,23 +194,28 @@ class SLOConfig:
 
     values: dict[str, dict[str, Any]] = field(default_factory=dict)
     raw: dict[str, str] = field(default_factory=dict)
-    _memo: dict[tuple[Any, ...], Any] = field(default_factory=dict, repr=False)
-    """Merged strategies by which node strategy matched (nodes of a pool share them); cleared whenever a key
-    changes."""
+    _parsed: dict[str, NodeStrategies[Any]] = field(default_factory=dict, repr=False)
+    """Each key's merged strategies (nodes of a pool share them); cleared whenever a key changes."""
 
-    def _cached(self, key: tuple[Any, ...], make: Callable[[], Any]) -> Any:
-        if key not in self._memo:
-            self._memo[key] = make()
-        return self._memo[key]
+    def _strategies(self, key: str) -> NodeStrategies[Any]:
+        if key not in self._parsed:
+            self._parsed[key] = self._parse(key)
+        return self._parsed[key]
 
-    def _match(self, key: str, labels: Mapping[str, str]) -> int:
-        """Index of the first node strategy (``nodeConfigs`` for colocation) matching, -1 for none."""
+    def _parse(self, key: str) -> NodeStrategies[Any]:
         data = self.values.get(key, {})
-        entries = data.get("nodeConfigs" if key == COLOCATION else "nodeStrategies") or ()
-        for i, node in enumerate(entries):
-            if selector_matches(node.get("nodeSelector"), labels, f"[{i}].nodeSelector"):
-                return i
-        return -1
+        if key == COLOCATION:
+            return colocation_strategies(data).map(lambda s, _i: ColocationStrategy.model_validate(s))
+        section = NODE_SLO_SECTIONS.get(key)
+        default: dict[str, Any] = default_node_slo_spec()[section] if section else {}
+        return NodeStrategies.parse(
+            data,
+            default=default,
+            read=dict,
+            merge=merged,
+            nodes_key="nodeStrategies",
+            cluster_key="clusterStrategy",
+        )
 
     def update(self, data: Mapping[str, Any] | None) -> list[ConfigProblem]:
         """Take the ConfigMap's ``data``: keys that parse replace their value, keys removed go back to
@@ -238,37 +239,21 @@ class SLOConfig:
                 continue
             self.values[key] = parsed
             self.raw[key] = text
-        self._memo.clear()
+        self._parsed.clear()
         return problems
 
     # --- per node ----------------------------------------------------------------------------------------
     def colocation(self, labels: Mapping[str, str]) -> ColocationStrategy:
         """The node's colocation strategy: defaults, cluster, first matching ``nodeConfigs`` entry."""
-        strategy: ColocationStrategy = self._cached(
-            (COLOCATION, self._match(COLOCATION, labels)),
-            lambda: ColocationStrategy.from_mapping(
-                node_colocation_strategy(self.values.get(COLOCATION, {}), labels)
-            ),
-        )
+        strategy: ColocationStrategy = self._strategies(COLOCATION).strategy_for(labels)
         return strategy
 
     def strategy(self, key: str, labels: Mapping[str, str]) -> dict[str, Any]:
         """The key's strategy for a node: the first matching node strategy merged over the cluster
         strategy, merged over the defaults of the NodeSLO section (empty for keys without a section).
         Read-only: nodes matching the same node strategy share it."""
-        index = self._match(key, labels)
-        merged: dict[str, Any] = self._cached((key, index), lambda: self._merge(key, index))
-        return merged
-
-    def _merge(self, key: str, index: int) -> dict[str, Any]:
-        section = NODE_SLO_SECTIONS.get(key)
-        merged: dict[str, Any] = copy.deepcopy(default_node_slo_spec()[section]) if section else {}
-        data = self.values.get(key, {})
-        overlay(merged, data.get("clusterStrategy") or {})
-        if index >= 0:
-            node = data["nodeStrategies"][index]
-            overlay(merged, {k: v for k, v in node.items() if k not in ("name", "nodeSelector")})
-        return merged
+        merged_strategy: dict[str, Any] = self._strategies(key).strategy_for(labels)
+        return merged_strategy
 
     def node_slo_spec(self, labels: Mapping[str, str]) -> dict[str, Any]:
         """The NodeSLO spec a node with these labels gets (``getNodeSLOSpec``). Read-only: nodes matching

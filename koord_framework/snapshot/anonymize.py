@@ -14,8 +14,8 @@ Kept as they are, because they carry meaning rather than identity:
   JSON naming objects (``JSON_NAMING``: the names inside are hashed); ``kubernetes.io/os``/``arch``; empty
   values;
 * Kubernetes' and Koordinator's own namespaces and priority classes (``KEPT_NAMES``: ``default``,
-  ``kube-system``, ``koordinator-system``, ``koord-prod``...), and the components' ConfigMaps (names and
-  data);
+  ``kube-system``, ``koordinator-system``, ``koord-prod``...), and the components' ConfigMaps but for the
+  names in them that refer to hashed objects (``anonymize_config``);
 * quantities, numbers, QoS classes, scheduler names, timestamps, uids, container names, NUMA zone names.
 
 Dropped, because they identify and no ``--cluster`` command reads them: container ``command``/``args``/
@@ -29,6 +29,8 @@ import hashlib
 import json
 from collections.abc import Callable, Iterable
 from typing import Any
+
+from koord_framework.snapshot.anonymize_config import anonymize_config_map
 
 __all__ = ["JSON_NAMING", "KEPT_NAMES", "NAME_VALUED", "Anonymizer"]
 
@@ -362,7 +364,8 @@ class Anonymizer:
         """``obj`` rewritten in place (and returned)."""
         kind = obj.get("kind")
         if kind == "ConfigMap":
-            return obj  # the components' configuration: semantic, kept verbatim (docs/snapshot.md)
+            # the components' configuration: kept but for the names it shares with hashed objects
+            return anonymize_config_map(self, obj)
         self.metadata(obj.get("metadata"))
         spec, status = obj.get("spec"), obj.get("status")
         if kind == "Pod":

@@ -118,7 +118,7 @@ def take_snapshot(
         source.check()
         for kind in options.kinds:
             _dump_kind(source, writer, kinds, kind, options, anonymizer, result, progress)
-        _dump_config_maps(source, writer, kinds, options, result, progress)
+        _dump_config_maps(source, writer, kinds, options, anonymizer, result, progress)
         result.seconds = time.monotonic() - started
         writer.finish(_index(source, options, result))
     except BaseException:
@@ -217,6 +217,7 @@ def _dump_config_maps(
     writer: SnapshotWriter,
     kinds: Mapping[str, KindInfo],
     options: SnapshotOptions,
+    anonymizer: Anonymizer | None,
     result: SnapshotResult,
     progress: Progress,
 ) -> None:
@@ -236,9 +237,10 @@ def _dump_config_maps(
             result.skipped[f"ConfigMap {ns}/{name}"] = "not found"
             progress.problem(f"skip ConfigMap {ns}/{name}: not found")
             continue
-        found.append(
-            validate_object(clean_object(obj, "v1", "ConfigMap"), f"ConfigMap {ns}/{name}", None, "", kinds)
-        )
+        clean_object(obj, "v1", "ConfigMap")
+        if anonymizer is not None:
+            anonymizer.anonymize(obj)
+        found.append(validate_object(obj, f"ConfigMap {ns}/{name}", None, "", kinds))
     if found:
         writer.write_file("configmaps.yaml", found)
     result.counts["ConfigMap"] = len(found)

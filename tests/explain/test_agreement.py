@@ -13,6 +13,7 @@ copy gets them bound to their node, the cluster as the scheduler sees it.
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,7 @@ from koord_framework.cluster.clock import VirtualClock, parse_time
 from koord_framework.cluster.memory import MemoryCluster
 from koord_framework.explain.pod import explain_pod
 from koord_framework.explain.source import read_only_copy
-from koord_framework.scheduler.frameworkext import is_reserve_pod
+from koord_framework.scheduler.frameworkext import ANNOTATION_RESERVATION_ALLOCATED, is_reserve_pod
 from koord_framework.scheduler.interface import QueuedPodInfo
 from koord_framework.scheduler.scheduler import Scheduler
 
@@ -154,3 +155,24 @@ def test_explain_agrees_on_a_full_cluster() -> None:
             assert {g["plugin"] for g in ex.groups()} == {"NodeResourcesFit"}
         else:
             assert outcome.node in {ex.node, *ex.tied_with}, key
+
+
+def test_explain_names_the_reservation_the_scheduler_took() -> None:
+    """The reservation workload: where the explained node is the scheduler's, Reservation's section names
+    the reservation the scheduler's Reserve took (or none when it took none)."""
+    compared = _replay(all_workloads()["reservation"])
+    took = 0
+    for key, outcome, ex in compared:
+        if outcome.node is None or ex.node != outcome.node:
+            continue  # a tie drawn the other way: another node, another reservation
+        allocated = outcome.annotations.get(ANNOTATION_RESERVATION_ALLOCATED)
+        sections = [s.section for s in ex.sections if s.plugin == "Reservation" and s.section is not None]
+        if allocated is None:
+            assert all(s.data["reservation"] is None for s in sections), key
+            continue
+        took += 1
+        assert sections, f"{key}: took {allocated}, explain has no Reservation section"
+        assert sections[0].data["reservation"] == json.loads(allocated)["name"], key
+        nominated = [c for c in sections[0].data["candidates"] if c["verdict"] == "nominated"]
+        assert [c["name"] for c in nominated] == [sections[0].data["reservation"]], key
+    assert took > 0, "no pod of the workload took a reservation"

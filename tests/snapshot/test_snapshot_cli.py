@@ -349,3 +349,23 @@ def test_expired_list_starts_the_kind_again_without_duplicates(tmp_path: Path) -
         Progress(quiet=True),
     )
     assert MemoryCluster.from_paths([tmp_path / "snap"]).count("Pod") == 1000
+
+
+def test_kinds_dumps_only_the_named_kinds(kubeconfig: Path, tmp_path: Path) -> None:
+    out = tmp_path / "snap"
+    assert snapshot("--kubeconfig", str(kubeconfig), "-o", str(out), "-q", "--kinds", "pods,NODE") == 0
+    assert sorted(p.name for p in out.glob("*.yaml")) == ["nodes.yaml", "pods.yaml"]
+    assert set(index_of(out)["counts"]) == {"Node", "Pod"}
+    again = tmp_path / "again"
+    assert snapshot("--kubeconfig", str(kubeconfig), "-o", str(again), "-q", "--kinds", "configmaps") == 0
+    assert sorted(p.name for p in again.glob("*.yaml")) == ["configmaps.yaml"]
+
+
+def test_kinds_refuses_an_unknown_name_and_lists_the_known(
+    kubeconfig: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "snap"
+    assert snapshot("--kubeconfig", str(kubeconfig), "-o", str(out), "--kinds", "pods,widgets") == 2
+    err = capsys.readouterr().err
+    assert "unknown kind 'widgets'" in err and "Pod (pods)" in err and "ConfigMap (configmaps)" in err
+    assert not out.exists()

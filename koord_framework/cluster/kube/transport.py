@@ -22,6 +22,7 @@ import threading
 import time
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -219,58 +220,45 @@ class Transport:
         self.requests += 1
         if body is not None and content_type is None:
             content_type = "application/json"
-        if self.lean is not None and stream and body is None:
-            url = self._url(path, query)[len(self.host) :]
-            request_timeout = timeout if timeout is not None else self.request_timeout
-            try:
-                streamed = self.lean.stream(method, url, self._headers(content_type), request_timeout)
-            except OSError as err:
-                self.connectivity.failed(err)
-                raise KubeApiError(0, "ConnectionError", f"{method} {path}: {err}") from err
-            self.connectivity.ok()
-            return streamed
-        if self.lean is not None and not stream:
-            data = body
-            if body is not None and not isinstance(body, bytes | str):
-                data = json.dumps(body, separators=(",", ":"))
-            if isinstance(data, str):
-                data = data.encode()
-            url = self._url(path, query)[len(self.host) :]
-            try:
-                answered = self.lean.request(
-                    method,
-                    url,
-                    self._headers(content_type),
-                    data,
-                    timeout if timeout is not None else self.request_timeout,
-                )
-            except OSError as err:
-                self.connectivity.failed(err)
-                raise KubeApiError(0, "ConnectionError", f"{method} {path}: {err}") from err
-            self.connectivity.ok()
-            return answered
-        try:
+        request_timeout = timeout if timeout is not None else self.request_timeout
+        # Built before the exchange: a failure here (credentials, a bad query) is no outage.
+        url, headers = self._url(path, query), self._headers(content_type)
+        with self._exchange(method, path):
+            if self.lean is not None and stream and body is None:
+                return self.lean.stream(method, url[len(self.host) :], headers, request_timeout)
+            if self.lean is not None and not stream:
+                relative = url[len(self.host) :]
+                return self.lean.request(method, relative, headers, _encoded(body), request_timeout)
             response = self.api_client.rest_client.request(
                 method,
-                self._url(path, query),
-                headers=self._headers(content_type),
+                url,
+                headers=headers,
                 body=body,  # the client serialises JSON bodies itself
-                _request_timeout=timeout if timeout is not None else self.request_timeout,
+                _request_timeout=request_timeout,
             )
-        except urllib3.exceptions.HTTPError as err:
-            self.connectivity.failed(err)
-            raise KubeApiError(0, "ConnectionError", f"{method} {path}: {err}") from err
-        except k8s_client.ApiException as err:
-            self.connectivity.failed(err.reason)
-            raise KubeApiError(0, "ConnectionError", f"{method} {path}: {err.reason}") from err
-        self.connectivity.ok()
         if stream:
             return response.status, response.response
         try:
             data = response.read()
         except urllib3.exceptions.HTTPError as err:
+            # the server answered: a body cut short is this request's failure, not an outage
             raise KubeApiError(0, "ConnectionError", f"{method} {path}: {err}") from err
         return response.status, data
+
+    @contextmanager
+    def _exchange(self, method: str, path: str) -> Iterator[None]:
+        """Around sending a request and getting its answer's head, by either client: a connection failure
+        is told to ``connectivity`` (which logs an outage once, not per request) and raised as
+        ``KubeApiError(0, "ConnectionError")``; an answer ends an outage."""
+        try:
+            yield
+        except (OSError, urllib3.exceptions.HTTPError) as err:
+            self.connectivity.failed(err)
+            raise KubeApiError(0, "ConnectionError", f"{method} {path}: {err}") from err
+        except k8s_client.ApiException as err:  # the client's wrapping of a failed connection
+            self.connectivity.failed(err.reason)
+            raise KubeApiError(0, "ConnectionError", f"{method} {path}: {err.reason}") from err
+        self.connectivity.ok()
 
     def request(
         self,
@@ -382,3 +370,11 @@ def iter_lines(response: Any, chunk_size: int = 65536) -> Iterator[bytes]:
                 yield line
     if pending.strip():
         yield pending
+
+
+def _encoded(body: Any) -> bytes | None:
+    """A request body as the lean client sends it: JSON for objects, UTF-8 for text."""
+    if body is None or isinstance(body, bytes):
+        return body
+    text = body if isinstance(body, str) else json.dumps(body, separators=(",", ":"))
+    return text.encode()

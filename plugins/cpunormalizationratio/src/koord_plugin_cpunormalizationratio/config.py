@@ -24,7 +24,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from koord_framework.api.selectors import LabelSelector, parse_label_selector
+from koord_framework.manager.nodestrategies import NodeStrategies
 
 __all__ = [
     "ANNOTATION_CPU_BASIC_INFO",
@@ -83,39 +83,17 @@ def merge(base: CPUNormalizationStrategy, over: CPUNormalizationStrategy) -> CPU
     return CPUNormalizationStrategy.model_validate(merged)
 
 
-class _NodeConfig(CPUNormalizationStrategy):
-    name: str = ""
-    node_selector: dict[str, Any] | None = None
-
-
 @dataclass(frozen=True)
-class CPUNormalizationConfig:
+class CPUNormalizationConfig(NodeStrategies[CPUNormalizationStrategy]):
     """The parsed key: the cluster strategy (merged over the default) and the node strategies (each merged
-    over the cluster strategy) with their selectors."""
+    over the cluster strategy) with their selectors; ``strategy_for(labels)`` is ``GetStrategyCopy``."""
 
     cluster: CPUNormalizationStrategy = DEFAULT_STRATEGY
-    nodes: tuple[tuple[LabelSelector, CPUNormalizationStrategy], ...] = ()
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> CPUNormalizationConfig:
         """Raises ``ValueError`` (pydantic's ``ValidationError`` or a selector error) naming the field."""
-        cluster = merge(DEFAULT_STRATEGY, CPUNormalizationStrategy.model_validate(data))
-        nodes = []
-        for i, raw in enumerate(data.get("nodeConfigs") or ()):
-            node = _NodeConfig.model_validate(raw)
-            selector = parse_label_selector(node.node_selector, f"nodeConfigs[{i}].nodeSelector")
-            strategy = CPUNormalizationStrategy.model_validate(
-                node.model_dump(exclude={"name", "node_selector"})
-            )
-            nodes.append((selector, merge(cluster, strategy)))
-        return cls(cluster=cluster, nodes=tuple(nodes))
-
-    def strategy_for(self, labels: Mapping[str, str]) -> CPUNormalizationStrategy:
-        """``GetStrategyCopy``: the first matching node strategy, else the cluster strategy."""
-        for selector, strategy in self.nodes:
-            if selector.matches(labels):
-                return strategy
-        return self.cluster
+        return cls.parse_models(data, default=DEFAULT_STRATEGY, merge=merge)
 
 
 class CPUBasicInfo(_Model):

@@ -28,7 +28,6 @@ from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
 from koord_framework.api.constants import ANNOTATION_NODE_AMPLIFICATION_RATIO
-from koord_framework.api.selectors import LabelSelector, parse_label_selector
 from koord_framework.manager.noderesource import (
     ANNOTATION_CPU_NORMALIZATION_RATIO,
     ColocationStrategy,
@@ -36,6 +35,7 @@ from koord_framework.manager.noderesource import (
     ResourceItem,
     ResourceMetrics,
 )
+from koord_framework.manager.nodestrategies import NodeStrategies
 from koord_framework.plugin import NoArgs
 
 __all__ = [
@@ -88,38 +88,17 @@ def merge(
     return ResourceAmplificationStrategy.model_validate(merged)
 
 
-class _NodeConfig(ResourceAmplificationStrategy):
-    name: str = ""
-    node_selector: dict[str, Any] | None = None
-
-
 @dataclass(frozen=True)
-class ResourceAmplificationConfig:
-    """The parsed key: the cluster strategy (over the default) and the node strategies (over it)."""
+class ResourceAmplificationConfig(NodeStrategies[ResourceAmplificationStrategy]):
+    """The parsed key: the cluster strategy (over the default) and the node strategies (over it);
+    ``strategy_for(labels)`` is ``GetStrategyCopy``."""
 
     cluster: ResourceAmplificationStrategy = DEFAULT_STRATEGY
-    nodes: tuple[tuple[LabelSelector, ResourceAmplificationStrategy], ...] = ()
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> ResourceAmplificationConfig:
         """Raises ``ValueError`` (pydantic's ``ValidationError`` or a selector error) naming the field."""
-        cluster = merge(DEFAULT_STRATEGY, ResourceAmplificationStrategy.model_validate(data))
-        nodes = []
-        for i, raw in enumerate(data.get("nodeConfigs") or ()):
-            node = _NodeConfig.model_validate(raw)
-            selector = parse_label_selector(node.node_selector, f"nodeConfigs[{i}].nodeSelector")
-            strategy = ResourceAmplificationStrategy.model_validate(
-                node.model_dump(exclude={"name", "node_selector"})
-            )
-            nodes.append((selector, merge(cluster, strategy)))
-        return cls(cluster=cluster, nodes=tuple(nodes))
-
-    def strategy_for(self, labels: Mapping[str, str]) -> ResourceAmplificationStrategy:
-        """``GetStrategyCopy``: the first matching node strategy, else the cluster strategy."""
-        for selector, strategy in self.nodes:
-            if selector.matches(labels):
-                return strategy
-        return self.cluster
+        return cls.parse_models(data, default=DEFAULT_STRATEGY, merge=merge)
 
 
 def format_ratios(ratios: Mapping[str, float]) -> str:
