@@ -39,8 +39,11 @@ class QuotaSet:
         scale_min_enabled: bool = True,
         system_max: Mapping[str, int] | None = None,
         default_max: Mapping[str, int] | None = None,
+        ignore_pod_overhead: bool = False,
     ) -> None:
         self.lock = threading.RLock()
+        self.ignore_pod_overhead = ignore_pod_overhead
+        """The gate ``ElasticQuotaIgnorePodOverhead`` (every tree's manager follows it)."""
         self._scale = scale_min_enabled
         self._system_max = dict(system_max or {})
         self._default_max = dict(default_max or {})
@@ -57,6 +60,7 @@ class QuotaSet:
             scale_min_enabled=self._scale,
             system_max=self._system_max,
             default_max=self._default_max,
+            ignore_pod_overhead=self.ignore_pod_overhead,
         )
 
     # --- managers ----------------------------------------------------------------------------------

@@ -199,6 +199,8 @@ class Reservation(
         self.rargs = args
         self.ignored = frozenset(args.ignored_resources)
         self.ignored_groups = frozenset(args.ignored_resource_groups)
+        # With one reservation matched, fitsNode repeats NodeResourcesFit's Filter: the gate skips it.
+        self.skip_fits_node = handle.feature_enabled("SkipReservationFitsNode")
         self.cache = ReservationCache()
         self.controller = ReservationController(
             handle.cluster, handle.clock, self.cache, args, self._node_exists
@@ -583,23 +585,28 @@ class Reservation(
         by_node: set[str] = set()
         by_reservation: list[str] = []
         pod_names = set(ps.pod_requests)
+        fits_node_skipped = self.skip_fits_node and len(matched) <= 1
         for r in matched:
             if not ps.has_affinity and not pod_names.intersection(r.resource_names):
                 continue
             if ps.reservation_name and ps.reservation_name != r.name:
                 continue
             detailed = bool(ps.reservation_name) and ps.reservation_name == r.name
-            short = fits_node(
-                ps.pod_requests,
-                allocatable,
-                requested,
-                None,
-                r.available(),
-                count,
-                pods,
-                None,
-                self.ignored,
-                self.ignored_groups,
+            short = (
+                []
+                if fits_node_skipped
+                else fits_node(
+                    ps.pod_requests,
+                    allocatable,
+                    requested,
+                    None,
+                    r.available(),
+                    count,
+                    pods,
+                    None,
+                    self.ignored,
+                    self.ignored_groups,
+                )
             )
             reasons: list[str] = []
             if r.allocate_policy == "Restricted":
