@@ -435,7 +435,8 @@ class Scheduler:
         self.cluster = cluster
         self.clock: Clock = cluster.clock
         self.feature_gates = feature_gates if feature_gates is not None else gates_for("scheduler")
-        """koord-scheduler's gates, which every profile's framework and plugins read (``Handle.feature_enabled``)."""
+        """koord-scheduler's gates, read by every profile's framework and plugins
+        (``Handle.feature_enabled``)."""
         self.informer = informer if informer is not None else SharedInformer(cluster)
         self.metrics = SchedulerMetrics(metrics_registry)
         self.rng = random.Random(seed)

@@ -28,7 +28,9 @@ MODEL = "Intel(R) Xeon(R) Platinum 8269CY CPU @ 2.50GHz"
 
 
 def machine(cores: int, threads: int) -> list[Processor]:
-    return [Processor(cpu=t * cores + c, core=c, socket=0, node=0) for t in range(threads) for c in range(cores)]
+    return [
+        Processor(cpu=t * cores + c, core=c, socket=0, node=0) for t in range(threads) for c in range(cores)
+    ]
 
 
 def cpuinfo(tree: FakeHostTree, *, model: str | None = MODEL, vendor: str = "GenuineIntel") -> None:
@@ -108,7 +110,9 @@ def test_unparsable_sysfs_values_count_as_off(tmp_path: Path) -> None:
 
 def test_arm_model_name_spelling(tmp_path: Path) -> None:
     tree = FakeHostTree(tmp_path, cpus=machine(2, 1))
-    tree.set_raw_cpuinfo("processor\t: 0\nModel Name\t: Kunpeng-920\n\nprocessor\t: 1\nModel Name\t: Kunpeng-920\n")
+    tree.set_raw_cpuinfo(
+        "processor\t: 0\nModel Name\t: Kunpeng-920\n\nprocessor\t: 1\nModel Name\t: Kunpeng-920\n"
+    )
     assert basic(tree).cpu_model == "Kunpeng-920"
 
 
@@ -130,8 +134,12 @@ def node_manifest(cpus: int) -> dict[str, Any]:
 
 
 def slo_config() -> dict[str, Any]:
-    ratios = {"baseRatio": 1.29, "hyperThreadEnabledRatio": 1.1, "turboEnabledRatio": 1.52,
-              "hyperThreadTurboEnabledRatio": 1.2}
+    ratios = {
+        "baseRatio": 1.29,
+        "hyperThreadEnabledRatio": 1.1,
+        "turboEnabledRatio": 1.52,
+        "hyperThreadTurboEnabledRatio": 1.2,
+    }
     normalization = {"enable": True, "ratioModel": {MODEL: ratios}}
     return {
         "apiVersion": "v1",

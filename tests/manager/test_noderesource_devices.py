@@ -102,7 +102,11 @@ def test_device_resources_and_labels_reach_the_node(cluster: MemoryCluster) -> N
         assert res[RDMA] == "100"
         assert GPU_SHARED not in res  # the gate is off by default
     labels = node["metadata"]["labels"]
-    assert (labels[MODEL], labels[DRIVER], labels["node.koordinator.sh/gpu-vendor"]) == ("A100", "535", "nvidia")
+    assert (labels[MODEL], labels[DRIVER], labels["node.koordinator.sh/gpu-vendor"]) == (
+        "A100",
+        "535",
+        "nvidia",
+    )
 
 
 def test_the_gate_adds_gpu_shared(cluster: MemoryCluster) -> None:

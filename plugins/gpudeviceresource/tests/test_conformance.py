@@ -12,7 +12,9 @@ from koord_framework.testing.conformance import NodeResourcePluginConformance
 class TestGPUDeviceResourceConformance(NodeResourcePluginConformance):
     plugin_class = GPUDeviceResource
     valid_args: ClassVar[list[dict[str, Any]]] = [{}]
-    invalid_args: ClassVar[list[dict[str, Any]]] = [{"enableSyncGPUSharedResource": True}]  # a gate, not an arg
+    invalid_args: ClassVar[list[dict[str, Any]]] = [
+        {"enableSyncGPUSharedResource": True}
+    ]  # a gate, not an arg
 
     def test_reset_removes_every_owned_resource(self) -> None:
         """Overridden on purpose: Koordinator's ``Reset`` of the device calculators returns no item, so

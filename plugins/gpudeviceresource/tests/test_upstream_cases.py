@@ -1,5 +1,6 @@
 """Koordinator's cases for GPUDeviceResource (``gpudeviceresource/plugin_test.go`` and
-``device_event_handler_test.go`` at a7a1b76b): NeedSync, NeedSyncMeta, Prepare, Calculate, the Device events."""
+``device_event_handler_test.go`` at a7a1b76b): NeedSync, NeedSyncMeta, Prepare, Calculate, the Device
+events."""
 
 from __future__ import annotations
 
@@ -104,8 +105,12 @@ def device(labels: Mapping[str, str] | None, devices: list[dict[str, Any]]) -> d
     meta: dict[str, Any] = {"name": "test-node"}
     if labels is not None:
         meta["labels"] = dict(labels)
-    return {"apiVersion": "scheduling.koordinator.sh/v1alpha1", "kind": "Device", "metadata": meta,
-            "spec": {"devices": devices}}
+    return {
+        "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+        "kind": "Device",
+        "metadata": meta,
+        "spec": {"devices": devices},
+    }
 
 
 NVIDIA_GPUS = [
@@ -202,7 +207,9 @@ RESETS = [ResourceItem(n, reset=True, message=RESET_RESOURCES_MSG) for n in RESO
                         (GPU_SHARED, 200),
                     ]
                 ),
-                ResourceItem(PLUGIN_NAME, labels={VENDOR: "huawei", MODEL: "Ascend-910"}, message=UPDATE_LABELS_MSG),
+                ResourceItem(
+                    PLUGIN_NAME, labels={VENDOR: "huawei", MODEL: "Ascend-910"}, message=UPDATE_LABELS_MSG
+                ),
             ],
         ),
         (device(None, NVIDIA_GPUS), True, items([*NVIDIA_ITEMS, (GPU_SHARED, 200)])),
@@ -210,7 +217,10 @@ RESETS = [ResourceItem(n, reset=True, message=RESET_RESOURCES_MSG) for n in RESO
         (
             device(NVIDIA_LABELS, NVIDIA_GPUS),
             False,
-            [*items(NVIDIA_ITEMS), ResourceItem(PLUGIN_NAME, labels=NVIDIA_LABELS, message=UPDATE_LABELS_MSG)],
+            [
+                *items(NVIDIA_ITEMS),
+                ResourceItem(PLUGIN_NAME, labels=NVIDIA_LABELS, message=UPDATE_LABELS_MSG),
+            ],
         ),
         (device(None, NVIDIA_GPUS), False, items(NVIDIA_ITEMS)),
         (device({"anything": "anything"}, NVIDIA_GPUS), False, items(NVIDIA_ITEMS)),
@@ -248,7 +258,13 @@ def test_unhealthy_gpus_do_not_count_and_none_healthy_resets() -> None:
 
 
 def test_other_device_types_are_not_gpus() -> None:
-    rdma = {"uuid": "r", "minor": 0, "health": True, "type": "rdma", "resources": {"koordinator.sh/rdma": "100"}}
+    rdma = {
+        "uuid": "r",
+        "minor": 0,
+        "health": True,
+        "type": "rdma",
+        "resources": {"koordinator.sh/rdma": "100"},
+    }
     p = plugin({"test-node": device(None, [rdma])})
     assert p.calculate(STRATEGY, WITHOUT, [], METRICS) == RESETS
 

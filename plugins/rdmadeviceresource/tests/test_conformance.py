@@ -16,5 +16,6 @@ class TestRDMADeviceResourceConformance(NodeResourcePluginConformance):
 
     def test_reset_removes_every_owned_resource(self) -> None:
         """Overridden on purpose: Koordinator's ``Reset`` of the device calculators returns no item, so
-        turning colocation off never takes a node's RDMA devices away (a missing Device does, in ``calculate``)."""
+        turning colocation off never takes a node's RDMA devices away (a missing Device does, in
+        ``calculate``)."""
         assert self._plugin().reset({"metadata": {"name": "n"}}, "why") == []

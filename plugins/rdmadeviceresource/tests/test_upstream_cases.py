@@ -19,7 +19,12 @@ from koord_framework.manager.noderesource import ColocationStrategy, ResourceIte
 
 RDMA = "koordinator.sh/rdma"
 STRATEGY = ColocationStrategy.from_mapping(
-    {"enable": True, "degradeTimeMinutes": 15, "updateTimeThresholdSeconds": 300, "resourceDiffThreshold": 0.1}
+    {
+        "enable": True,
+        "degradeTimeMinutes": 15,
+        "updateTimeThresholdSeconds": 300,
+        "resourceDiffThreshold": 0.1,
+    }
 )
 METRICS = ResourceMetrics(None, 0.0)
 
@@ -47,7 +52,10 @@ def plugin(devices: Mapping[str, dict[str, Any]] | None = None) -> RDMADeviceRes
 
 def node(rdma: str | None = None) -> dict[str, Any]:
     status = {"cpu": "100", "memory": "400Gi", **({RDMA: rdma} if rdma is not None else {})}
-    return {"metadata": {"name": "test-node"}, "status": {"allocatable": dict(status), "capacity": dict(status)}}
+    return {
+        "metadata": {"name": "test-node"},
+        "status": {"allocatable": dict(status), "capacity": dict(status)},
+    }
 
 
 def rdma(uuid: str, minor: int, *, health: bool = True) -> dict[str, Any]:
@@ -80,8 +88,14 @@ RESET = [ResourceItem(RDMA, reset=True, message=RESET_RESOURCES_MSG)]
     ("dev", "want"),
     [
         # 100 per healthy PF, whatever the Device says each is worth
-        (device([rdma("1", 0), rdma("2", 1)]), [ResourceItem(RDMA, quantity=200, message=UPDATE_RESOURCES_MSG)]),
-        (device([rdma("1", 0), rdma("2", 1, health=False)]), [ResourceItem(RDMA, 100, message=UPDATE_RESOURCES_MSG)]),
+        (
+            device([rdma("1", 0), rdma("2", 1)]),
+            [ResourceItem(RDMA, quantity=200, message=UPDATE_RESOURCES_MSG)],
+        ),
+        (
+            device([rdma("1", 0), rdma("2", 1, health=False)]),
+            [ResourceItem(RDMA, 100, message=UPDATE_RESOURCES_MSG)],
+        ),
         (None, RESET),
         (device([]), RESET),
         (device([rdma("1", 0, health=False)]), RESET),

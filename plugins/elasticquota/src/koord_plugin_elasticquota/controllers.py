@@ -251,9 +251,12 @@ class QuotaOverUsedRevokeController:
                     f"quota {name} over-used for more than {self.delay:g}s: "
                     f"used {_encode(used)} > runtime {_encode(runtime)}"
                 )
-                out.extend((name, pod, reason) for pod in revoke_list(
+                out.extend(
+                    (name, pod, reason)
+                    for pod in revoke_list(
                         runtime, used, info.assigned_pods(), self.plugin.quotas.ignore_pod_overhead
-                    ))
+                    )
+                )
         return out
 
     def run(self, now: float) -> None:

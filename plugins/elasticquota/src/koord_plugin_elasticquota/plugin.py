@@ -314,7 +314,7 @@ class ElasticQuota(
 
     # --- PreFilterExtensions (preemption what-ifs) ---------------------------------------------------
     def _requests(self, pod: PodInfo) -> dict[str, int]:
-        """What ``pod`` charges its quota (``core.PodRequests``; the gate ``ElasticQuotaIgnorePodOverhead``)."""
+        """What ``pod`` charges its quota (``core.PodRequests``; gate ``ElasticQuotaIgnorePodOverhead``)."""
         return quota_pod_requests(pod, self.quotas.ignore_pod_overhead)
 
     def add_pod(self, state: CycleState, pod: PodInfo, to_add: PodInfo, node: NodeInfo) -> Status:

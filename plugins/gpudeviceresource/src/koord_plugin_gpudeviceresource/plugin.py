@@ -111,7 +111,9 @@ class GPUDeviceResource(NodeResourcePlugin[GPUDeviceResourceArgs]):
     ) -> list[ResourceItem]:
         name = (node.get("metadata") or {}).get("name")
         if not name or (node.get("status") or {}).get("allocatable") is None:
-            raise ValueError(f"node {name!r}: missing essential arguments (metadata.name, status.allocatable)")
+            raise ValueError(
+                f"node {name!r}: missing essential arguments (metadata.name, status.allocatable)"
+            )
         if self.context is None:
             raise RuntimeError("GPUDeviceResource used before bind()")
         device = self.context.get(DEVICE_KIND, str(name))

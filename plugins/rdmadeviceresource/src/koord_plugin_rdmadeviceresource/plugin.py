@@ -89,7 +89,9 @@ class RDMADeviceResource(NodeResourcePlugin[RDMADeviceResourceArgs]):
     ) -> list[ResourceItem]:
         name = (node.get("metadata") or {}).get("name")
         if not name or (node.get("status") or {}).get("allocatable") is None:
-            raise ValueError(f"node {name!r}: missing essential arguments (metadata.name, status.allocatable)")
+            raise ValueError(
+                f"node {name!r}: missing essential arguments (metadata.name, status.allocatable)"
+            )
         if self.context is None:
             raise RuntimeError("RDMADeviceResource used before bind()")
         device = self.context.get(DEVICE_KIND, str(name))
