@@ -1,5 +1,6 @@
-"""koord-scheduler's gate ``ElasticQuotaIgnorePodOverhead`` (Koordinator's ``core.PodRequests``): a pod's
-overhead (RuntimeClass) is charged to its quota unless the gate is on."""
+"""koord-scheduler's quota gates: ``ElasticQuotaIgnorePodOverhead`` (Koordinator's ``core.PodRequests``: a
+pod's RuntimeClass overhead is charged to its quota unless the gate is on) and ``DisableDefaultQuota`` (a
+pod's quota is its label only; without one it is in no quota, neither the namespace's nor the default)."""
 
 from __future__ import annotations
 
@@ -62,3 +63,26 @@ def test_revoke_follows_the_gate() -> None:
     pods = [PodInfo.from_manifest(pod_with_overhead(f"p{i}", "2", "1")) for i in range(2)]
     assert len(revoke_list({"cpu": 2000}, {"cpu": 5000}, pods)) == 1
     assert len(revoke_list({"cpu": 2000}, {"cpu": 5000}, pods, ignore_overhead=True)) == 2
+
+
+def test_disable_default_quota() -> None:
+    def run(gates: str) -> tuple[ElasticQuota, SchedulerHarness]:
+        h = SchedulerHarness([(ElasticQuota, {})], feature_gates=gates)
+        ns_quota = quota("default", "1")  # named like the pods' namespace
+        h.add(make_node("n1", cpu="16", memory="64Gi"), ns_quota)
+        plugin = h.plugin("ElasticQuota")
+        assert isinstance(plugin, ElasticQuota)
+        return plugin, h
+
+    plugin, h = run("")
+    unlabelled = make_pod("u", cpu="2", memory="1Gi")
+    assert plugin.quota_of(PodInfo.from_manifest(unlabelled)) == ("default", "")
+    assert not h.schedule_one(unlabelled).scheduled  # the namespace's quota holds 1 core
+
+    plugin, h = run("DisableDefaultQuota=true")
+    assert plugin.quota_of(PodInfo.from_manifest(unlabelled)) == ("", "")
+    assert h.schedule_one(unlabelled).scheduled  # in no quota: no quota check
+    unknown = make_pod("x", cpu="1", memory="1Gi", labels={LABEL: "no-such-quota"})
+    assert plugin.quota_of(PodInfo.from_manifest(unknown)) == ("", "")
+    labelled = make_pod("l", cpu="2", memory="1Gi", labels={LABEL: "default"})
+    assert not h.schedule_one(labelled).scheduled  # the label still names a quota

@@ -129,6 +129,7 @@ class ElasticQuota(
             system_max=parsed.system_max(),
             default_max=parsed.default_max(),
             ignore_pod_overhead=handle.feature_enabled("ElasticQuotaIgnorePodOverhead"),
+            disable_default_quota=handle.feature_enabled("DisableDefaultQuota"),
         )
         self.preemption = QuotaPreemption(self)
         register_quota_metrics(handle.metrics, self.quotas, handle.profile_name)
