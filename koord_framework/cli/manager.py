@@ -55,7 +55,7 @@ from koord_framework.cluster.manifests import load_documents
 from koord_framework.cluster.port import ClusterPort
 from koord_framework.component import CONTROLLER_CACHE_SYNC_TIMEOUT, ComponentRunner, MissingKindPolicy
 from koord_framework.errors import KoordError
-from koord_framework.featuregates import FeatureGateError, gates_for
+from koord_framework.featuregates import FeatureGateError, FeatureGates, gates_for
 from koord_framework.manager.noderesource import GROUP, NodeResourcePlugin
 from koord_framework.manager.selection import (
     CONTROLLERS,
@@ -176,7 +176,7 @@ def run(
         stream=sys.stderr,
     )
     try:
-        gates_for("manager").parse(args.feature_gates)
+        gates = gates_for("manager").parse(args.feature_gates)
         now = parse_now(args.now)
     except (FeatureGateError, UsageError) as exc:
         return bad_input("manager", str(exc))
@@ -198,7 +198,7 @@ def run(
 
     port: ClusterPort = cluster
     if args.once:
-        return _once(port, args, plugins, controllers)
+        return _once(port, args, plugins, controllers, gates)
 
     from koord_framework.cluster.fence import FencedCluster, WriteFence
 
@@ -214,6 +214,7 @@ def run(
             plugins=plugins,
             resync=args.resync,
             controllers=controllers,
+            gates=gates,
         )
 
     lease = None
@@ -279,6 +280,7 @@ def _once(
     args: argparse.Namespace,
     plugins: list[NodeResourcePlugin[Any]],
     controllers: frozenset[str] = frozenset(CONTROLLERS),
+    gates: FeatureGates | None = None,
 ) -> int:
     from koord_framework.api.resources import BATCH_CPU, BATCH_MEMORY
     from koord_framework.manager.component import ManagerComponent
@@ -289,6 +291,7 @@ def _once(
         config_namespace=args.config_namespace,
         plugins=plugins,
         controllers=controllers,
+        gates=gates,
     )
     try:
         component.sync_once()

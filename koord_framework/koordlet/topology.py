@@ -12,6 +12,9 @@ the cluster:
   that koord does not manage (kubelet's ``cpu_manager_state`` under the kubelet root dir);
 * ``node.koordinator.sh/cpu-shared-pools`` / ``be-cpu-shared-pools``: per NUMA node, the CPUs no
   LSE/LSR pod is pinned to (the BE pool also keeps LSR CPUs), less reserved and exclusive system-QoS CPUs;
+* ``node.koordinator.sh/cpu-basic-info``: the CPU model, hyper-threading and turbo status, L3 cache bit
+  mask and vendor (``/proc/cpuinfo``, sysfs, resctrl; ``koord_framework.koordlet.cpubasicinfo``), which
+  koord-manager's CPUNormalization calculator reads;
 * ``node.koordinator.sh/reservation`` and ``node.koordinator.sh/system-qos-resource`` copied from the Node;
 * ``topologyPolicies``: kubelet's topology-manager policy and scope (``SingleNUMANodePodLevel``, ...);
 * one zone ``node-<i>`` of type ``Node`` per NUMA node with cpu (its CPU count), memory (``nodeM/meminfo``
@@ -38,12 +41,14 @@ from typing import Any, Final
 from koord_framework.api import qos as qoslib
 from koord_framework.cluster.port import ClusterPort
 from koord_framework.errors import KoordError, NotFoundError
+from koord_framework.koordlet.cpubasicinfo import ANNOTATION_CPU_BASIC_INFO, CPUBasicInfo, read_cpu_basic_info
 from koord_framework.koordlet.cpuset import CPUSetError, format_cpuset, parse_cpuset
 from koord_framework.koordlet.hostpaths import HostPaths
 from koord_framework.koordlet.states import NodeState
 from koord_framework.koordlet.system import HostReadError, NodeCPUInfo
 
 __all__ = [
+    "ANNOTATION_CPU_BASIC_INFO",
     "ANNOTATION_CPU_TOPOLOGY",
     "ANNOTATION_KUBELET_CPU_MANAGER_POLICY",
     "ANNOTATION_POD_CPU_ALLOCS",
@@ -68,6 +73,7 @@ ANNOTATION_RESOURCE_STATUS: Final = "scheduling.koordinator.sh/resource-status"
 LABEL_MANAGED_BY: Final = "app.kubernetes.io/managed-by"
 LABEL_ENABLE_NUMA_RESERVATION: Final = "node.koordinator.sh/enable-numa-reservation"
 MANAGED_ANNOTATIONS: Final = (
+    ANNOTATION_CPU_BASIC_INFO,
     ANNOTATION_KUBELET_CPU_MANAGER_POLICY,
     ANNOTATION_CPU_SHARED_POOLS,
     ANNOTATION_BE_CPU_SHARED_POOLS,
@@ -273,8 +279,10 @@ def build_node_topology(
     kubelet: KubeletCPUConfig,
     cpu_manager: CPUManagerState | None,
     state: NodeState,
+    cpu_basic_info: CPUBasicInfo | None = None,
 ) -> tuple[dict[str, str], dict[str, str], str, list[dict[str, Any]]]:
-    """``calcNodeTopo``: (annotations, labels, topology policy, zones) the NRT must carry."""
+    """``calcNodeTopo``: (annotations, labels, topology policy, zones) the NRT must carry
+    (``cpu_basic_info``: the host's, left out of the annotations when ``None``)."""
     processors = sorted(cpu_info.processors, key=lambda p: p.cpu_id)
     detail = [
         {"id": p.cpu_id, "core": p.core_id, "socket": p.socket_id, "node": p.node_id} for p in processors
@@ -327,6 +335,8 @@ def build_node_topology(
         ANNOTATION_NODE_RESERVATION: json.dumps(reservation, separators=(",", ":")),
         ANNOTATION_SYSTEM_QOS_RESOURCE: json.dumps(system_qos, separators=(",", ":")),
     }
+    if cpu_basic_info is not None:
+        annotations[ANNOTATION_CPU_BASIC_INFO] = cpu_basic_info.to_json()
     labels: dict[str, str] = {}
     node_labels = state.node.labels if state.node is not None else {}
     if node_labels.get(LABEL_ENABLE_NUMA_RESERVATION):
@@ -380,7 +390,8 @@ class NodeTopologyReporter:
         if not numa:
             numa = {0: NUMAMemory(_read_meminfo_total(self.host))}
         manager = read_cpu_manager_state(self.host.kubelet_root)
-        return build_node_topology(state.node_name, cpu_info, numa, self.kubelet, manager, state)
+        basic = read_cpu_basic_info(self.host, cpu_info)
+        return build_node_topology(state.node_name, cpu_info, numa, self.kubelet, manager, state, basic)
 
     def report(self, cluster: ClusterPort, state: NodeState, cpu_info: NodeCPUInfo) -> dict[str, Any] | None:
         """Create or update the NRT; returns the object written, or None when nothing changed."""

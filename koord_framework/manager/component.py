@@ -12,6 +12,7 @@ from prometheus_client import CollectorRegistry
 from koord_framework.cluster.events import register_recorder_metrics
 from koord_framework.cluster.informer import SharedInformer
 from koord_framework.cluster.port import ClusterPort, EventRecord
+from koord_framework.featuregates import FeatureGates
 from koord_framework.manager.controller import Controller, ControllerLoop
 from koord_framework.manager.noderesource import NodeResourcePlugin
 from koord_framework.manager.reconcilers import (
@@ -89,9 +90,11 @@ class ManagerComponent:
         plugins: Sequence[NodeResourcePlugin[Any]],
         resync: float = DEFAULT_RESYNC,
         controllers: Collection[str] | None = None,
+        gates: FeatureGates | None = None,
     ) -> None:
         """``controllers``: the names (``nodeslo``, ``nodemetric``, ``noderesource``) to run, all when
-        ``None`` (``--controllers``); the config controller always runs."""
+        ``None`` (``--controllers``); the config controller always runs. ``gates``: ``--feature-gates``
+        (Koordinator's defaults when ``None``), which the calculators read through their context."""
         self.cluster = cluster
         register_recorder_metrics(cluster, registry)
         self.config = SLOConfig()
@@ -107,7 +110,7 @@ class ManagerComponent:
             raise
         self.nodeslo = Controller(NodeSLOReconciler(cluster, self.informer, self.config))
         self.nodemetric = Controller(NodeMetricReconciler(cluster, self.informer, self.config))
-        self.resources = NodeResourceReconciler(cluster, self.informer, self.config, plugins)
+        self.resources = NodeResourceReconciler(cluster, self.informer, self.config, plugins, gates)
         self.noderesource = Controller(self.resources)
         wanted = set(controllers) if controllers is not None else None
         per_node = [

@@ -12,8 +12,13 @@ Calculators that decide node *metadata* (Koordinator's ``NodePreparePlugin`` + `
 the cpu-normalization and resource-amplification ratios) put annotations on their items; the controller
 merges every item's annotations, lets each calculator write them onto a copy of the node
 (``prepare_meta``) and patches the node's annotations when one of them says so (``need_sync_meta``).
+Node *labels* (the GPU model and driver of the device calculators) go the same way: items carry
+``labels``, each calculator writes its own with ``prepare_labels`` and the patch is sent when a
+``need_sync_meta`` says so.
+
 Calculators reading more than the node, its pods and its NodeMetric name those kinds in ``watches`` and
-read them, and the ``slo-controller-config`` keys, through the ``NodeResourceContext`` given to ``bind``.
+read them, the ``slo-controller-config`` keys and koord-manager's feature gates through the
+``NodeResourceContext`` given to ``bind``.
 """
 
 from __future__ import annotations
@@ -66,6 +71,8 @@ class ResourceItem:
     message: str = ""
     reset: bool = False
     annotations: Mapping[str, str] = field(default_factory=dict)
+    labels: Mapping[str, str] = field(default_factory=dict)
+    """Node labels the calculator decided (merged over every item; written by ``prepare_labels``)."""
 
 
 @dataclass(frozen=True)
@@ -96,6 +103,10 @@ class NodeResourceContext(Protocol):
     def slo_config(self, key: str) -> Mapping[str, Any]:
         """The JSON object of ``slo-controller-config``'s ``key`` (its last good value; ``{}`` when the key
         or the ConfigMap is absent)."""
+
+    def feature_enabled(self, name: str) -> bool:
+        """Whether koord-manager's feature gate ``name`` is on (``--feature-gates``; Koordinator's default
+        when not given). Raises ``KeyError`` for a gate koord-manager does not register."""
 
 
 class NodeResourcePlugin(Plugin[ArgsT], ExtensionPoint):
@@ -168,10 +179,17 @@ class NodeResourcePlugin(Plugin[ArgsT], ExtensionPoint):
         copy whose ``metadata.annotations`` is a fresh dict (Koordinator's ``NodePreparePlugin`` for meta).
         Default: nothing."""
 
+    def prepare_labels(
+        self, strategy: ColocationStrategy, node: dict[str, Any], labels: Mapping[str, str]
+    ) -> None:
+        """Write this calculator's labels (``labels``: every item's, merged) onto ``node``, a copy whose
+        ``metadata.labels`` is a fresh dict (the label half of ``NodePreparePlugin``). Default: nothing."""
+
     def need_sync_meta(
         self, strategy: ColocationStrategy, old_node: Mapping[str, Any], new_node: Mapping[str, Any]
     ) -> tuple[bool, str]:
-        """Whether the annotations this calculator prepared must be patched now (``NodeMetaCheckPlugin``).
+        """Whether the annotations and labels this calculator prepared must be patched now
+        (``NodeMetaCheckPlugin``).
         Default: never."""
         return False, ""
 

@@ -12,6 +12,7 @@ from koord_framework.api.resources import BATCH_CPU, format_resource
 from koord_framework.cluster.informer import SharedInformer
 from koord_framework.cluster.port import ClusterPort
 from koord_framework.errors import ClusterError, NotFoundError
+from koord_framework.featuregates import FeatureGates, gates_for
 from koord_framework.manager.colocation import ColocationStrategy
 from koord_framework.manager.noderesource import (
     ANNOTATION_CPU_NORMALIZATION_RATIO,
@@ -109,6 +110,7 @@ class NodeResourceReconciler(_PerNode):
         informer: SharedInformer,
         config: SLOConfig,
         plugins: Sequence[NodeResourcePlugin[Any]],
+        gates: FeatureGates | None = None,
     ) -> None:
         super().__init__(cluster, informer, config)
         self.plugins = list(plugins)
@@ -121,7 +123,7 @@ class NodeResourceReconciler(_PerNode):
         self.remove_handler = informer.add_handler(
             "Pod", self._pod_added, self._pod_updated, self._pod_deleted
         )
-        context = _Context(informer, config)
+        context = _Context(informer, config, gates if gates is not None else gates_for("manager"))
         for plugin in self.plugins:
             plugin.bind(context)
 
@@ -199,12 +201,14 @@ class NodeResourceReconciler(_PerNode):
         items = self.items_for(node, now)
         strategy = self.config.colocation(_labels(node))
         annotations: dict[str, str] = {}
+        labels: dict[str, str] = {}
         for item in items:
             annotations.update(item.annotations)
+            labels.update(item.labels)
         self.last_messages[key] = [i.message for i in items if i.message]
         self._pre_update(node, items)
         self._sync_status(key, node, items, annotations, strategy, now)
-        self._sync_meta(key, node, annotations, strategy)
+        self._sync_meta(key, node, annotations, labels, strategy)
 
     def _sync_status(
         self,
@@ -258,24 +262,35 @@ class NodeResourceReconciler(_PerNode):
         key: str,
         node: Mapping[str, Any],
         annotations: Mapping[str, str],
+        labels: Mapping[str, str],
         strategy: ColocationStrategy,
     ) -> None:
-        """The calculators' node annotations (``NodePrepare`` + ``NodeMetaCheck``): patched when one of the
-        calculators says the prepared annotations must be written."""
+        """The calculators' node annotations and labels (``NodePrepare`` + ``NodeMetaCheck``): patched when
+        one of the calculators says the prepared metadata must be written."""
         meta = node.get("metadata") or {}
-        old = dict(meta.get("annotations") or {})
-        new_node: dict[str, Any] = {**node, "metadata": {**meta, "annotations": dict(old)}}
+        old = {f: dict(meta.get(f) or {}) for f in ("annotations", "labels")}
+        new_meta = {**meta, "annotations": dict(old["annotations"]), "labels": dict(old["labels"])}
+        new_node: dict[str, Any] = {**node, "metadata": new_meta}
         for plugin in self.plugins:
             plugin.prepare_meta(strategy, new_node, annotations)
-        new = new_node["metadata"].get("annotations") or {}
+            plugin.prepare_labels(strategy, new_node, labels)
+        new = {f: new_node["metadata"].get(f) or {} for f in ("annotations", "labels")}
         if new == old:
             return
         if not any(p.need_sync_meta(strategy, node, new_node)[0] for p in self.plugins):
             return
-        patch: dict[str, str | None] = {k: v for k, v in new.items() if old.get(k) != v}
-        patch.update({k: None for k in old if k not in new})
-        self.cluster.patch("Node", key, "", {"metadata": {"annotations": patch}})
-        log.info("noderesource: node %s annotations updated: %s", key, sorted(patch))
+        meta_patch: dict[str, dict[str, str | None]] = {}
+        for f in ("annotations", "labels"):
+            patch: dict[str, str | None] = {k: v for k, v in new[f].items() if old[f].get(k) != v}
+            patch.update({k: None for k in old[f] if k not in new[f]})
+            if patch:
+                meta_patch[f] = patch
+        self.cluster.patch("Node", key, "", {"metadata": meta_patch})
+        log.info(
+            "noderesource: node %s metadata updated: %s",
+            key,
+            "; ".join(f"{f} {sorted(p)}" for f, p in meta_patch.items()),
+        )
 
 
 def _normalization_ratio(annotations: Mapping[str, str]) -> float:
@@ -294,12 +309,16 @@ def _normalization_ratio(annotations: Mapping[str, str]) -> float:
 class _Context:
     """What the calculators read besides their inputs (``NodeResourceContext``)."""
 
-    def __init__(self, informer: SharedInformer, config: SLOConfig) -> None:
+    def __init__(self, informer: SharedInformer, config: SLOConfig, gates: FeatureGates) -> None:
         self.informer = informer
         self.config = config
+        self.gates = gates
 
     def get(self, kind: str, name: str, namespace: str = "") -> Mapping[str, Any] | None:
         return self.informer.get(kind, name, namespace)
 
     def slo_config(self, key: str) -> Mapping[str, Any]:
         return self.config.values.get(key, {})
+
+    def feature_enabled(self, name: str) -> bool:
+        return self.gates.enabled(name)

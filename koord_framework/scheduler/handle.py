@@ -54,6 +54,9 @@ class SchedulerHandle(ExtendedHandle):
             )
         return self._framework
 
+    def feature_enabled(self, name: str) -> bool:
+        return self._scheduler.feature_gates.enabled(name)
+
     # --- shared slots (``Handle.shared``) ----------------------------------------------------------------
     def _shared_slots(self) -> dict[Hashable, Any]:
         return self._slots

@@ -244,6 +244,14 @@ class Handle(BaseHandle):
         self, state: CycleState, pod: PodInfo, to_remove: PodInfo, node: NodeInfo
     ) -> Status: ...
 
+    def feature_enabled(self, name: str) -> bool:
+        """Whether koord-scheduler's feature gate ``name`` is on (``--feature-gates``; Koordinator's
+        ``k8sfeature.DefaultFeatureGate.Enabled``). A handle without a scheduler (a hand-made test handle)
+        answers Koordinator's default; a gate koord-scheduler does not register raises ``KeyError``."""
+        from koord_framework.featuregates import gates_for
+
+        return gates_for("scheduler").enabled(name)
+
     def numa_topology_hint_providers(self) -> Sequence[NUMATopologyHintProvider]:
         """The profile's plugins that feed the NUMA topology manager, in profile order (Koordinator's
         ``GetNUMATopologyHintProvider``). A handle without a profile has none."""

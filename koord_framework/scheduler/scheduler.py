@@ -41,7 +41,7 @@ from koord_framework.cluster.events import register_recorder_metrics
 from koord_framework.cluster.informer import NodeCache, PodCache, SharedInformer
 from koord_framework.cluster.port import ClusterPort
 from koord_framework.errors import ClusterError
-from koord_framework.featuregates import FeatureGates
+from koord_framework.featuregates import FeatureGates, gates_for
 from koord_framework.scheduler.cache import SchedulerCache, Snapshot
 from koord_framework.scheduler.cycle_state import CycleState
 from koord_framework.scheduler.framework import (
@@ -434,6 +434,9 @@ class Scheduler:
             raise ValueError(f"duplicate schedulerName among profiles: {names}")
         self.cluster = cluster
         self.clock: Clock = cluster.clock
+        self.feature_gates = feature_gates if feature_gates is not None else gates_for("scheduler")
+        """koord-scheduler's gates, read by every profile's framework and plugins
+        (``Handle.feature_enabled``)."""
         self.informer = informer if informer is not None else SharedInformer(cluster)
         self.metrics = SchedulerMetrics(metrics_registry)
         self.rng = random.Random(seed)
@@ -480,7 +483,7 @@ class Scheduler:
                 handle,
                 self.metrics,
                 percentage_of_nodes_to_score=spec.percentage_of_nodes_to_score,
-                feature_gates=feature_gates,
+                feature_gates=self.feature_gates,
             )
             handle.bind_framework(fw)
             self.handles[spec.scheduler_name] = handle

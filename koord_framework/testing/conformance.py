@@ -490,6 +490,11 @@ class NodeResourcePluginConformance(PluginConformance):
             def slo_config(self, key: str) -> dict[str, Any]:
                 return {}
 
+            def feature_enabled(self, name: str) -> bool:
+                from koord_framework.featuregates import gates_for
+
+                return gates_for("manager").enabled(name)
+
         plugin.bind(_EmptyContext())
         return plugin
 

@@ -134,7 +134,12 @@ class SchedulerHarness:
         seed: int = 0,
         scheduler_name: str = "default-scheduler",
         percentage_of_nodes_to_score: int = 0,
+        feature_gates: str = "",
     ) -> None:
+        """``feature_gates``: koord-scheduler's ``--feature-gates`` text (``SkipReservationFitsNode=true``),
+        which the plugins read through ``Handle.feature_enabled``."""
+        from koord_framework.featuregates import gates_for
+
         classes: list[type[Plugin]] = []
         args: dict[str, Any] = {}
         for given in plugins:
@@ -162,6 +167,7 @@ class SchedulerHarness:
             explain=True,
             record_outcomes=True,
             percentage_of_nodes_to_score=percentage_of_nodes_to_score,
+            feature_gates=gates_for("scheduler").parse(feature_gates),
         )
         self.scheduler.start()
         self.profile_name = spec.scheduler_name

@@ -170,6 +170,7 @@ def test_manager_rbac_is_what_it_does_and_no_more() -> None:
         ("slo.koordinator.sh", "nodemetrics", "update"),
         ("config.koordinator.sh", "clustercolocationprofiles", "list"),
         ("scheduling.sigs.k8s.io", "elasticquotas", "get"),
+        ("scheduling.koordinator.sh", "devices", "watch"),  # GPUDeviceResource, RDMADeviceResource
         ("coordination.k8s.io", "leases", "update"),
         ("", "events", "create"),
     ):
@@ -179,6 +180,7 @@ def test_manager_rbac_is_what_it_does_and_no_more() -> None:
         ("", "pods", "delete"),
         ("", "nodes", "update"),
         ("", "configmaps", "update"),
+        ("scheduling.koordinator.sh", "devices", "update"),
         ("", "secrets", "create"),
         ("", "*", "*"),
     ):

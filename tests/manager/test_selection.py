@@ -40,15 +40,38 @@ def test_enabled_follows_koordinator(selection: list[str], name: str, want: bool
 
 def test_default_loads_every_calculator_in_koordinator_order() -> None:
     names = [p.name for p in load_plugins()]
-    assert names[:4] == ["CPUNormalization", "ResourceAmplification", "MidResource", "BatchResource"]
+    assert names[:6] == [
+        "CPUNormalization",
+        "ResourceAmplification",
+        "MidResource",
+        "BatchResource",
+        "GPUDeviceResource",
+        "RDMADeviceResource",
+    ]
 
 
-def test_a_calculator_can_be_switched_off() -> None:
+def test_a_calculator_can_be_switched_off(monkeypatch: pytest.MonkeyPatch) -> None:
     names = [p.name for p in load_plugins("*,-MidResource,-CPUNormalization")]
     assert "MidResource" not in names and "CPUNormalization" not in names
     assert "BatchResource" in names
     assert [p.name for p in load_plugins("BatchResource")] == ["BatchResource"]
-    # Koordinator's calculators that are not installed here are accepted names
+    assert [p.name for p in load_plugins("BatchResource,GPUDeviceResource")] == [
+        "BatchResource",
+        "GPUDeviceResource",
+    ]
+    # Koordinator's calculators that are not installed are accepted names
+    from koord_framework.registry import PluginRegistry
+
+    discover = PluginRegistry.discover
+
+    class _WithoutGPU:
+        def __init__(self, group: str) -> None:
+            self.registry = discover(group)
+
+        def load_all(self) -> dict[str, object]:
+            return {k: v for k, v in self.registry.load_all().items() if k != "GPUDeviceResource"}
+
+    monkeypatch.setattr(PluginRegistry, "discover", _WithoutGPU)
     assert [p.name for p in load_plugins("BatchResource,GPUDeviceResource")] == ["BatchResource"]
 
 

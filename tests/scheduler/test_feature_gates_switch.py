@@ -48,3 +48,15 @@ def test_scheduler_passes_its_gates_to_every_framework() -> None:
     assert s.frameworks["s"].feature_gates.enabled("SkipFilterWithNominatedPods")
     default = Scheduler(MemoryCluster(VirtualClock(0.0)), [spec])
     assert not default.frameworks["s"].feature_gates.enabled("SkipFilterWithNominatedPods")
+
+
+def test_plugins_read_the_schedulers_gates_through_the_handle() -> None:
+    """``Handle.feature_enabled``: the gates the plugins of every profile see, from their constructor on."""
+    on = SchedulerHarness([], feature_gates="ElasticQuotaIgnorePodOverhead=true")
+    assert on.scheduler.handles[on.profile_name].feature_enabled("ElasticQuotaIgnorePodOverhead")
+    off = SchedulerHarness([])
+    handle = off.scheduler.handles[off.profile_name]
+    assert not handle.feature_enabled("ElasticQuotaIgnorePodOverhead")
+    assert handle.feature_enabled("DynamicSchedulerCheck")  # Koordinator's default: on
+    with pytest.raises(KeyError, match="NoSuchGate"):
+        handle.feature_enabled("NoSuchGate")

@@ -32,7 +32,7 @@ from koord_framework.api.resources import (
 )
 from koord_framework.errors import ClusterError, NotFoundError
 from koord_framework.scheduler.interface import BackgroundController
-from koord_plugin_elasticquota.manager import GroupQuotaManager
+from koord_plugin_elasticquota.manager import GroupQuotaManager, quota_pod_requests
 from koord_plugin_elasticquota.preempt import importance_key
 from koord_plugin_elasticquota.quota_object import (
     ANNOTATION_ALLOCATED,
@@ -166,7 +166,10 @@ class QuotaStatusWriter:
 
 
 def revoke_list(
-    runtime: Mapping[str, int], used: Mapping[str, int], assigned: list[PodInfo]
+    runtime: Mapping[str, int],
+    used: Mapping[str, int],
+    assigned: list[PodInfo],
+    ignore_overhead: bool = False,
 ) -> list[PodInfo]:
     """getToRevokePodList: take pods away from the least important up until used <= runtime (never a
     non-preemptible one), then give back from the most important taken, keeping those that no longer fit."""
@@ -179,15 +182,17 @@ def revoke_list(
         if is_pod_non_preemptible(pod):
             continue
         # Upstream masks to the pod's request names here, dropping what the pod does not request.
-        current = mask(subtract(current, pod.requests), pod.requests)
+        req = quota_pod_requests(pod, ignore_overhead)
+        current = mask(subtract(current, req), req)
         taken.append(pod)
     if not within(current, runtime):
         return taken
     revoked: list[PodInfo] = []
     for pod in reversed(taken):
-        current = mask(add(current, pod.requests), pod.requests)
+        req = quota_pod_requests(pod, ignore_overhead)
+        current = mask(add(current, req), req)
         if not within(current, runtime):
-            current = subtract(current, pod.requests)
+            current = subtract(current, req)
             revoked.append(pod)
     return revoked
 
@@ -246,7 +251,12 @@ class QuotaOverUsedRevokeController:
                     f"quota {name} over-used for more than {self.delay:g}s: "
                     f"used {_encode(used)} > runtime {_encode(runtime)}"
                 )
-                out.extend((name, pod, reason) for pod in revoke_list(runtime, used, info.assigned_pods()))
+                out.extend(
+                    (name, pod, reason)
+                    for pod in revoke_list(
+                        runtime, used, info.assigned_pods(), self.plugin.quotas.ignore_pod_overhead
+                    )
+                )
         return out
 
     def run(self, now: float) -> None:

@@ -59,8 +59,21 @@ def _info_from_spec(spec: ElasticQuotaSpec) -> QuotaInfo:
     return info
 
 
-def _pod_requests(pod: PodInfo | None) -> dict[str, int]:
-    return dict(pod.requests) if pod is not None else {}
+def quota_pod_requests(pod: PodInfo, ignore_overhead: bool = False) -> dict[str, int]:
+    """``core.PodRequests``: what a pod charges its quota, Kubernetes' pod requests, without the pod's
+    overhead when the gate ``ElasticQuotaIgnorePodOverhead`` is on (``ignore_overhead``)."""
+    if not ignore_overhead or not pod.overhead:
+        return dict(pod.requests)
+    out: dict[str, int] = {}
+    for name, value in pod.requests.items():
+        left = value - pod.overhead.get(name, 0)
+        if left or name not in pod.overhead:  # a resource only the overhead asked for is not requested
+            out[name] = left
+    return out
+
+
+def _pod_requests(pod: PodInfo | None, ignore_overhead: bool = False) -> dict[str, int]:
+    return quota_pod_requests(pod, ignore_overhead) if pod is not None else {}
 
 
 class GroupQuotaManager:
@@ -71,8 +84,11 @@ class GroupQuotaManager:
         scale_min_enabled: bool = True,
         system_max: Mapping[str, int] | None = None,
         default_max: Mapping[str, int] | None = None,
+        ignore_pod_overhead: bool = False,
     ) -> None:
         self.tree_id = tree_id
+        self.ignore_pod_overhead = ignore_pod_overhead
+        """The gate ``ElasticQuotaIgnorePodOverhead``: pods charge their quota without their overhead."""
         self.scale_min_enabled = scale_min_enabled
         self.total: dict[str, int] = {}
         self.total_except_system_and_default: dict[str, int] = {}
@@ -491,7 +507,10 @@ class GroupQuotaManager:
         info = self.infos.get(name)
         if info is None:
             return
-        old_req, new_req = _pod_requests(old), _pod_requests(new)
+        old_req, new_req = (
+            _pod_requests(old, self.ignore_pod_overhead),
+            _pod_requests(new, self.ignore_pod_overhead),
+        )
         old_np = old_req if old is not None and is_pod_non_preemptible(old) else {}
         new_np = new_req if new is not None and is_pod_non_preemptible(new) else {}
         names = info.calc.max
@@ -507,7 +526,10 @@ class GroupQuotaManager:
             return
         if not info.is_pod_assigned(new) and not info.is_pod_assigned(old):
             return
-        old_req, new_req = _pod_requests(old), _pod_requests(new)
+        old_req, new_req = (
+            _pod_requests(old, self.ignore_pod_overhead),
+            _pod_requests(new, self.ignore_pod_overhead),
+        )
         old_np = old_req if old is not None and is_pod_non_preemptible(old) else {}
         new_np = new_req if new is not None and is_pod_non_preemptible(new) else {}
         names = info.calc.max

@@ -48,7 +48,7 @@ from koord_framework.scheduler.interface import (
 from koord_framework.scheduler.nodeinfo import NodeInfo
 from koord_framework.scheduler.status import Status
 from koord_plugin_elasticquota.args import ElasticQuotaArgs
-from koord_plugin_elasticquota.manager import GroupQuotaManager
+from koord_plugin_elasticquota.manager import GroupQuotaManager, quota_pod_requests
 from koord_plugin_elasticquota.metrics import register_quota_metrics
 from koord_plugin_elasticquota.preempt import QuotaPreemption
 from koord_plugin_elasticquota.quota_info import QuotaInfo
@@ -128,6 +128,8 @@ class ElasticQuota(
             scale_min_enabled=parsed.enable_min_quota_scale,
             system_max=parsed.system_max(),
             default_max=parsed.default_max(),
+            ignore_pod_overhead=handle.feature_enabled("ElasticQuotaIgnorePodOverhead"),
+            disable_default_quota=handle.feature_enabled("DisableDefaultQuota"),
         )
         self.preemption = QuotaPreemption(self)
         register_quota_metrics(handle.metrics, self.quotas, handle.profile_name)
@@ -260,7 +262,7 @@ class ElasticQuota(
             used_limit=self._used_limit(info),
         )
         state.write(STATE_KEY, snap)
-        request = mask(pod.requests, info.calc.max)
+        request = mask(self._requests(pod), info.calc.max)
         fits, exceed = less_than_or_equal(add(request, snap.used), snap.used_limit)
         if not fits:
             return Status.unschedulable(
@@ -312,6 +314,10 @@ class ElasticQuota(
         return self
 
     # --- PreFilterExtensions (preemption what-ifs) ---------------------------------------------------
+    def _requests(self, pod: PodInfo) -> dict[str, int]:
+        """What ``pod`` charges its quota (``core.PodRequests``; gate ``ElasticQuotaIgnorePodOverhead``)."""
+        return quota_pod_requests(pod, self.quotas.ignore_pod_overhead)
+
     def add_pod(self, state: CycleState, pod: PodInfo, to_add: PodInfo, node: NodeInfo) -> Status:
         snap = state.get(STATE_KEY)
         if not isinstance(snap, PostFilterState):
@@ -319,7 +325,7 @@ class ElasticQuota(
         if snap.skip or snap.quota_info is None:
             return Status.success()
         if to_add.key in snap.quota_info.pods:
-            snap.used = add(snap.used, mask(to_add.requests, snap.quota_info.calc.max))
+            snap.used = add(snap.used, mask(self._requests(to_add), snap.quota_info.calc.max))
         return Status.success()
 
     def remove_pod(self, state: CycleState, pod: PodInfo, to_remove: PodInfo, node: NodeInfo) -> Status:
@@ -329,7 +335,9 @@ class ElasticQuota(
         if snap.skip or snap.quota_info is None:
             return Status.success()
         if to_remove.key in snap.quota_info.pods:
-            snap.used = subtract_non_negative(snap.used, mask(to_remove.requests, snap.quota_info.calc.max))
+            snap.used = subtract_non_negative(
+                snap.used, mask(self._requests(to_remove), snap.quota_info.calc.max)
+            )
         return Status.success()
 
     # --- PostFilter ----------------------------------------------------------------------------------

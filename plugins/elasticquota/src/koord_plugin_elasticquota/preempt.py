@@ -23,6 +23,7 @@ from koord_framework.scheduler.cycle_state import CycleState
 from koord_framework.scheduler.interface import PostFilterResult
 from koord_framework.scheduler.nodeinfo import NodeInfo
 from koord_framework.scheduler.status import Code, Status
+from koord_plugin_elasticquota.manager import quota_pod_requests
 
 if TYPE_CHECKING:
     from koord_framework.api.objects import PodInfo
@@ -159,7 +160,7 @@ class QuotaPreemption:
         potential.sort(key=importance_key)
         violating, others = split_by_pdb(potential, pdbs)
         snap = state.get("PostFilter" + self.plugin.name)
-        request = dict(pod.requests)
+        request = quota_pod_requests(pod, self.plugin.quotas.ignore_pod_overhead)
         victims: list[PodInfo] = []
 
         def reprieve(p: PodInfo) -> tuple[bool, Status]:

@@ -39,8 +39,15 @@ class QuotaSet:
         scale_min_enabled: bool = True,
         system_max: Mapping[str, int] | None = None,
         default_max: Mapping[str, int] | None = None,
+        ignore_pod_overhead: bool = False,
+        disable_default_quota: bool = False,
     ) -> None:
         self.lock = threading.RLock()
+        self.ignore_pod_overhead = ignore_pod_overhead
+        """The gate ``ElasticQuotaIgnorePodOverhead`` (every tree's manager follows it)."""
+        self.disable_default_quota = disable_default_quota
+        """The gate ``DisableDefaultQuota``: a pod's quota is its quota-name label only, and a pod without
+        one (or naming an unknown quota) is in no quota at all -- admitted without a quota check."""
         self._scale = scale_min_enabled
         self._system_max = dict(system_max or {})
         self._default_max = dict(default_max or {})
@@ -57,6 +64,7 @@ class QuotaSet:
             scale_min_enabled=self._scale,
             system_max=self._system_max,
             default_max=self._default_max,
+            ignore_pod_overhead=self.ignore_pod_overhead,
         )
 
     # --- managers ----------------------------------------------------------------------------------
@@ -77,7 +85,7 @@ class QuotaSet:
         return self.quota_name_for(pod.namespace, pod_quota_label(pod))
 
     def quota_name_for(self, namespace: str, label: str) -> str:
-        if label:
+        if label or self.disable_default_quota:
             return label
         spec = self.specs.get(namespace)
         if spec is not None and spec.namespace == namespace:
@@ -94,6 +102,8 @@ class QuotaSet:
         tree = self.quota_to_tree.get(name)
         if tree is not None:
             return name, tree
+        if self.disable_default_quota:
+            return "", ""
         return DEFAULT_QUOTA_NAME, ""
 
     # --- quota events --------------------------------------------------------------------------------
@@ -188,7 +198,10 @@ class QuotaSet:
 
     def _migrate_default_pods(self) -> None:
         """Pods that arrived before their quota sit in the default quota; move them (upstream runs this
-        every few seconds; here on every quota change, which is when it can make a difference)."""
+        every few seconds; here on every quota change, which is when it can make a difference). With
+        ``DisableDefaultQuota`` no pod is ever put there."""
+        if self.disable_default_quota:
+            return
         info = self.default.get_quota_info(DEFAULT_QUOTA_NAME)
         if info is None:
             return

@@ -239,6 +239,8 @@ class Reservation(
         self.pre_allocatable_priority = (
             pa_config and pa_config.cluster_priority_annotation_key
         ) or ANNOTATION_POD_PRE_ALLOCATABLE_PRIORITY
+        # With one reservation matched, fitsNode repeats NodeResourcesFit's Filter: the gate skips it.
+        self.skip_fits_node = handle.feature_enabled("SkipReservationFitsNode")
         self.cache = ReservationCache()
         self.controller = ReservationController(
             handle.cluster, handle.clock, self.cache, args, self._node_exists
@@ -841,23 +843,28 @@ class Reservation(
         by_node: set[str] = set()
         by_reservation: list[str] = []
         pod_names = set(ps.pod_requests)
+        fits_node_skipped = self.skip_fits_node and len(matched) <= 1
         for r in matched:
             if not ps.has_affinity and not pod_names.intersection(r.resource_names):
                 continue
             if ps.reservation_name and ps.reservation_name != r.name:
                 continue
             detailed = bool(ps.reservation_name) and ps.reservation_name == r.name
-            short = fits_node(
-                ps.pod_requests,
-                allocatable,
-                requested,
-                None,
-                r.available(),
-                count,
-                pods,
-                None,
-                self.ignored,
-                self.ignored_groups,
+            short = (
+                []
+                if fits_node_skipped
+                else fits_node(
+                    ps.pod_requests,
+                    allocatable,
+                    requested,
+                    None,
+                    r.available(),
+                    count,
+                    pods,
+                    None,
+                    self.ignored,
+                    self.ignored_groups,
+                )
             )
             reasons: list[str] = []
             if r.allocate_policy == "Restricted":
