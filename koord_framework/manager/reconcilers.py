@@ -16,6 +16,7 @@ from koord_framework.manager.colocation import ColocationStrategy
 from koord_framework.manager.noderesource import (
     ANNOTATION_CPU_NORMALIZATION_RATIO,
     NodeResourcePlugin,
+    PodRecord,
     ResourceItem,
     ResourceMetrics,
 )
@@ -114,8 +115,10 @@ class NodeResourceReconciler(_PerNode):
         self.plugins = list(plugins)
         self.last_sync: dict[str, float] = {}
         self.last_messages: dict[str, list[str]] = {}
-        # Pods by node, kept by the informer's events: a pass over every node reads each pod once.
-        self._pods: dict[str, dict[tuple[str, str], Mapping[str, Any]]] = {}
+        # Pods by node, kept by the informer's events: a pass over every node reads each pod once. Each entry
+        # is [manifest, its PodRecord or None until a calculation parsed it]; an event replaces the entry,
+        # so a record lives exactly as long as the pod version it was parsed from.
+        self._pods: dict[str, dict[tuple[str, str], list[Any]]] = {}
         self._pods_lock = threading.Lock()
         self._topology_retry_at = float("-inf")
         self.remove_handler = informer.add_handler(
@@ -134,7 +137,7 @@ class NodeResourceReconciler(_PerNode):
         node = (pod.get("spec") or {}).get("nodeName")
         if node:
             with self._pods_lock:
-                self._pods.setdefault(str(node), {})[self._pod_key(pod)] = pod
+                self._pods.setdefault(str(node), {})[self._pod_key(pod)] = [pod, None]
 
     def _pod_deleted(self, pod: Mapping[str, Any]) -> None:
         node = (pod.get("spec") or {}).get("nodeName")
@@ -148,7 +151,26 @@ class NodeResourceReconciler(_PerNode):
 
     def pods_on(self, node: str) -> list[Mapping[str, Any]]:
         with self._pods_lock:
-            return list(self._pods.get(node, {}).values())
+            return [entry[0] for entry in self._pods.get(node, {}).values()]
+
+    def pod_records_on(self, node: str) -> tuple[list[Mapping[str, Any]], list[PodRecord] | None]:
+        """The node's pods and their records (parsed once per pod version and shared by every calculator);
+        records ``None`` when a pod cannot be parsed, so that each calculator meets the error itself."""
+        with self._pods_lock:
+            entries = list(self._pods.get(node, {}).values())
+        pods: list[Mapping[str, Any]] = []
+        records: list[PodRecord] = []
+        for entry in entries:
+            pod, record = entry
+            if record is None:
+                try:
+                    record = PodRecord.from_manifest(pod)
+                except ValueError:
+                    return [e[0] for e in entries], None
+                entry[1] = record  # an event since replaced the entry, not this list: no harm
+            pods.append(pod)
+            records.append(record)
+        return pods, records
 
     def items_for(self, node: Mapping[str, Any], now: float) -> list[ResourceItem]:
         name = node["metadata"]["name"]
@@ -159,8 +181,8 @@ class NodeResourceReconciler(_PerNode):
                 items += plugin.reset(node, "node colocation is not enabled, reset node resources")
             return items
         metric = self.informer.get("NodeMetric", name)
-        pods = self.pods_on(name)
-        metrics = ResourceMetrics(metric, now, self._topology(name))
+        pods, records = self.pod_records_on(name)
+        metrics = ResourceMetrics(metric, now, self._topology(name), records)
         for plugin in self.plugins:
             try:
                 items += plugin.calculate(strategy, node, pods, metrics)
