@@ -152,6 +152,17 @@ class ClusterPort(abc.ABC):
     ) -> Obj:
         """JSON merge patch (RFC 7386) of the object, or of its status subresource with ``status=True``."""
 
+    def create_no_result(self, obj: Obj) -> None:
+        """``create`` for a caller that does not read the stored object: an adapter may skip building the
+        copy it would return (the embedded cluster does; by default this is ``create``)."""
+        self.create(obj)
+
+    def patch_no_result(
+        self, kind: str, name: str, namespace: str, patch: Mapping[str, Any], status: bool = False
+    ) -> None:
+        """``patch`` for a caller that does not read the result (see ``create_no_result``)."""
+        self.patch(kind, name, namespace, patch, status)
+
     @abc.abstractmethod
     def delete(self, kind: str, name: str, namespace: str = "") -> None:
         """Delete; ``NotFoundError`` when absent."""

@@ -63,32 +63,43 @@ class PodRecord:
     def from_manifest(cls, pod: Mapping[str, Any]) -> PodRecord:
         """The record of ``pod``; a malformed quantity raises ``QuantityError`` (a ``ValueError``) naming
         the field."""
+        # Hot: every pod of the cluster passes here on the manager's first pass. Positional arguments and
+        # no helper calls on the common path (each costs as much as the field it fills).
         meta = pod.get("metadata") or _EMPTY
         spec = pod.get("spec") or _EMPTY
-        status = pod.get("status") or _EMPTY
         labels = meta.get("labels") or _EMPTY
         priority = spec.get("priority")
-        priority = int(priority) if priority is not None else None
+        if priority is not None:
+            priority = int(priority)
         requests = _requests(spec)  # first: its errors name the field
-        qos_class, priority_class = _classes(pod, labels, priority)
-        namespace = str(meta.get("namespace") or "default")
-        name = str(meta.get("name") or "")
+        try:
+            classes = _CLASSES.get(
+                (labels.get(LABEL_QOS_CLASS), labels.get(LABEL_PRIORITY_CLASS, _ABSENT), priority)
+            )
+        except TypeError:  # an unhashable label value
+            classes = None
+        if classes is None:
+            classes = _classes(pod, labels, priority)
+        namespace = meta.get("namespace") or "default"
+        name = meta.get("name") or ""
+        if type(namespace) is not str or type(name) is not str:
+            namespace, name = str(namespace), str(name)
         return cls(
-            namespace=namespace,
-            name=name,
-            key=f"{namespace}/{name}",
-            uid=str(meta.get("uid") or ""),
-            node_name=str(spec.get("nodeName") or ""),
-            phase=str(status.get("phase") or "Pending"),
-            terminating=meta.get("deletionTimestamp") is not None,
-            qos_class=qos_class,
-            priority_class=priority_class,
-            priority=priority,
-            requests=requests,
-            labels=labels,
-            annotations=meta.get("annotations") or _EMPTY,
-            resource_version=str(meta.get("resourceVersion") or ""),
-            manifest=pod,
+            namespace,
+            name,
+            f"{namespace}/{name}",
+            str(meta.get("uid") or ""),
+            str(spec.get("nodeName") or ""),
+            str((pod.get("status") or _EMPTY).get("phase") or "Pending"),
+            meta.get("deletionTimestamp") is not None,
+            classes[0],
+            classes[1],
+            priority,
+            requests,
+            labels,
+            meta.get("annotations") or _EMPTY,
+            str(meta.get("resourceVersion") or ""),
+            pod,
         )
 
 
@@ -103,14 +114,17 @@ _MAX_CLASSES: Final = 1024
 def _classes(
     pod: Mapping[str, Any], labels: Mapping[str, Any], priority: int | None
 ) -> tuple[qoslib.QoSClass, qoslib.PriorityClass]:
-    """``classes_of`` with the Kubernetes QoS derived only when no qosClass label names a class."""
-    key = (labels.get(LABEL_QOS_CLASS), labels.get(LABEL_PRIORITY_CLASS, _ABSENT), priority)
+    """``classes_of`` with the Kubernetes QoS derived only when no qosClass label names a class (the
+    memo's miss path: ``from_manifest`` looks the memo up itself)."""
+    key: tuple[Any, Any, int | None] | None = (
+        labels.get(LABEL_QOS_CLASS),
+        labels.get(LABEL_PRIORITY_CLASS, _ABSENT),
+        priority,
+    )
     try:
-        found = _CLASSES.get(key)
+        hash(key)
     except TypeError:  # an unhashable label value: not memoised
-        found, key = None, None
-    if found is not None:
-        return found
+        key = None
     if qoslib.qos_class_raw(labels) is qoslib.QoSClass.NONE:
         # The class follows the containers (or a recorded status.qosClass): derived per pod.
         return qoslib.classes_of(labels, priority, qoslib.kube_qos(pod))
@@ -132,20 +146,24 @@ def _requests(spec: Mapping[str, Any]) -> Mapping[str, int]:
     """``pod_requests``, memoised for the common pod: one container, no init containers, no overhead."""
     containers = spec.get("containers")
     if (
-        not isinstance(containers, list)
+        type(containers) is not list
         or len(containers) != 1
         or spec.get("initContainers")
         or spec.get("overhead")
     ):
         return pod_requests(spec)
-    res = containers[0].get("resources") if isinstance(containers[0], Mapping) else None
-    if not isinstance(res, Mapping):
+    if type(containers[0]) is not dict:
+        return pod_requests(spec)
+    res = containers[0].get("resources")
+    if res is None:
+        res = _EMPTY  # a best-effort container
+    elif type(res) is not dict:
         return pod_requests(spec)
     req, lim = res.get("requests"), res.get("limits")
     try:
         key = (
-            tuple(req.items()) if isinstance(req, dict) else req,
-            tuple(lim.items()) if isinstance(lim, dict) else lim,
+            tuple(req.items()) if type(req) is dict else req,
+            tuple(lim.items()) if type(lim) is dict else lim,
         )
         found = _SINGLE.get(key)
     except TypeError:  # unhashable values: let the full parse judge them

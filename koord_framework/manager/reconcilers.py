@@ -48,7 +48,7 @@ class _PerNode:
         """Create ``kind/name`` with ``spec``, or update its spec when it differs (status kept)."""
         current = self.informer.get(kind, name)
         if current is None:
-            self.cluster.create(
+            self.cluster.create_no_result(
                 {"apiVersion": SLO_API, "kind": kind, "metadata": {"name": name}, "spec": spec}
             )
             return
@@ -60,7 +60,7 @@ class _PerNode:
             updated = {**current, "spec": new_spec}  # status and metadata shared, never mutated
             self.cluster.update(updated)
         else:  # a merge patch of the keys we own: the (large) status is neither copied nor sent
-            self.cluster.patch(kind, name, "", {"spec": spec})
+            self.cluster.patch_no_result(kind, name, "", {"spec": spec})
 
     def _delete_if_present(self, kind: str, name: str) -> None:
         if self.informer.get(kind, name) is not None:
@@ -268,7 +268,7 @@ class NodeResourceReconciler(_PerNode):
         needed = any(p.need_sync(strategy, node, new)[0] for p in self.plugins)
         if not (due or needed):
             return
-        self.cluster.patch("Node", key, "", {"status": patch}, status=True)
+        self.cluster.patch_no_result("Node", key, "", {"status": patch}, status=True)
         self.last_sync[key] = now
         log.info("noderesource: node %s updated: %s", key, "; ".join(self.last_messages[key]))
 
@@ -296,7 +296,7 @@ class NodeResourceReconciler(_PerNode):
             return
         patch: dict[str, str | None] = {k: v for k, v in new.items() if old.get(k) != v}
         patch.update({k: None for k in old if k not in new})
-        self.cluster.patch("Node", key, "", {"metadata": {"annotations": patch}})
+        self.cluster.patch_no_result("Node", key, "", {"metadata": {"annotations": patch}})
         log.info("noderesource: node %s annotations updated: %s", key, sorted(patch))
 
 
