@@ -116,10 +116,10 @@ class FencedCluster(ClusterPort):
         self.fence.check(f"patch {kind} {namespace}/{name}")
         return self.inner.patch(kind, name, namespace, patch, status)
 
-    def create_no_result(self, obj: Obj) -> None:
+    def create_no_result(self, obj: Obj, *, handover: bool = False) -> None:
         meta = obj.get("metadata") or {}
         self.fence.check(f"create {obj.get('kind', '?')} {meta.get('namespace', '')}/{meta.get('name', '')}")
-        self.inner.create_no_result(obj)
+        self.inner.create_no_result(obj, handover=handover)
 
     def patch_no_result(
         self, kind: str, name: str, namespace: str, patch: Mapping[str, Any], status: bool = False

@@ -306,10 +306,16 @@ class MemoryCluster(ClusterPort):
         self._deliver()
         return out
 
-    def create_no_result(self, obj: Obj) -> None:
-        # No copy of the stored object back: a controller creating thousands of objects reads none.
+    def create_no_result(self, obj: Obj, *, handover: bool = False) -> None:
+        # No copy of the stored object back: a controller creating thousands of objects reads none. A
+        # handed-over object is stored as it is: stored versions are never modified, so sharing read-only
+        # parts with the caller is safe; only the two dicts the store writes into are the caller's own.
+        if handover and isinstance(obj, dict) and isinstance(obj.get("metadata"), dict):
+            stored = {**obj, "metadata": dict(obj["metadata"])}
+        else:
+            stored = copy_json(obj)
         with self._lock:
-            self._create_locked(copy_json(obj))
+            self._create_locked(stored)
         self._deliver()
 
     def update(self, obj: Obj) -> Obj:

@@ -48,8 +48,11 @@ class _PerNode:
         """Create ``kind/name`` with ``spec``, or update its spec when it differs (status kept)."""
         current = self.informer.get(kind, name)
         if current is None:
+            # Handed over: the spec's sections are the config's read-only strategies, shared by the
+            # nodes they match; copying them for each of thousands of nodes was most of the NodeSLO pass.
             self.cluster.create_no_result(
-                {"apiVersion": SLO_API, "kind": kind, "metadata": {"name": name}, "spec": spec}
+                {"apiVersion": SLO_API, "kind": kind, "metadata": {"name": name}, "spec": spec},
+                handover=True,
             )
             return
         old_spec = current.get("spec") or {}

@@ -60,3 +60,28 @@ def test_a_closed_fence_refuses_them() -> None:
     fenced.patch_no_result("Node", "n1", "", {"metadata": {"labels": {"a": "b"}}})
     assert cluster.get("Node", "n1")["metadata"]["labels"]["a"] == "b"
     assert cluster.get("Node", "n2")["metadata"]["name"] == "n2"
+
+
+def test_a_handed_over_object_is_stored_without_touching_the_callers_metadata() -> None:
+    cluster = MemoryCluster(VirtualClock(0.0))
+    section = {"enable": True, "cpuSuppressThresholdPercent": 65}  # shared by both, read-only
+    meta = {"name": "n1"}
+    cluster.create_no_result(
+        {
+            "apiVersion": "slo.koordinator.sh/v1alpha1",
+            "kind": "NodeSLO",
+            "metadata": meta,
+            "spec": {"resourceUsedThresholdWithBE": section},
+        },
+        handover=True,
+    )
+    cluster.create_no_result(
+        {"kind": "NodeSLO", "metadata": {"name": "n2"}, "spec": {"resourceUsedThresholdWithBE": section}},
+        handover=True,
+    )
+    assert meta == {"name": "n1"}  # uid, resourceVersion ... went into the store's own metadata
+    one, two = cluster.get("NodeSLO", "n1"), cluster.get("NodeSLO", "n2")
+    assert one["spec"] == two["spec"] == {"resourceUsedThresholdWithBE": section}
+    assert one["metadata"]["uid"] and one["metadata"]["resourceVersion"]
+    one["spec"]["resourceUsedThresholdWithBE"]["enable"] = False  # a reader's copy: the store is untouched
+    assert cluster.get("NodeSLO", "n2")["spec"]["resourceUsedThresholdWithBE"]["enable"] is True
