@@ -144,20 +144,13 @@ _MAX_SINGLE: Final = 4096
 
 def _requests(spec: Mapping[str, Any]) -> Mapping[str, int]:
     """``pod_requests``, memoised for the common pod: one container, no init containers, no overhead."""
+    if "initContainers" in spec or "overhead" in spec:
+        return pod_requests(spec)
     containers = spec.get("containers")
-    if (
-        type(containers) is not list
-        or len(containers) != 1
-        or spec.get("initContainers")
-        or spec.get("overhead")
-    ):
+    if type(containers) is not list or len(containers) != 1 or type(containers[0]) is not dict:
         return pod_requests(spec)
-    if type(containers[0]) is not dict:
-        return pod_requests(spec)
-    res = containers[0].get("resources")
-    if res is None:
-        res = _EMPTY  # a best-effort container
-    elif type(res) is not dict:
+    res = containers[0].get("resources") or _EMPTY  # none: a best-effort container
+    if type(res) is not dict and res is not _EMPTY:
         return pod_requests(spec)
     req, lim = res.get("requests"), res.get("limits")
     try:

@@ -249,6 +249,7 @@ class NodeResourceReconciler(_PerNode):
         }
         new = {**node, "status": status}  # only the two resource maps are new; the rest is shared
         patch: dict[str, dict[str, str | None]] = {"capacity": {}, "allocatable": {}}
+        changed = False  # only the two resource maps differ from ``node``: compared entry by entry
         for item in items:
             if not self._owned(item.name):
                 continue  # an item carrying only annotations
@@ -256,15 +257,18 @@ class NodeResourceReconciler(_PerNode):
             if quantity is not None and item.name == BATCH_CPU and ratio > 1.0:
                 # batch-cpu is advertised in normalized cores (``util.PrepareNodeForResource``)
                 quantity = int(quantity * ratio)
+            text = None if item.reset or quantity is None else format_resource(item.name, quantity)
             for section in ("capacity", "allocatable"):
                 res = status[section]
-                if item.reset or quantity is None:
+                if text is None:
                     if item.name in res:
                         res.pop(item.name)
                         patch[section][item.name] = None  # a merge patch's null removes the key
+                        changed = True
                 else:
-                    res[item.name] = patch[section][item.name] = format_resource(item.name, quantity)
-        if new == node:
+                    changed = changed or res.get(item.name) != text
+                    res[item.name] = patch[section][item.name] = text
+        if not changed:
             self.last_sync.setdefault(key, now)
             return
         due = now - self.last_sync.get(key, float("-inf")) >= strategy.update_time_threshold_seconds
