@@ -63,7 +63,11 @@ def test_a_record_reads_what_pod_info_reads(pod: dict[str, Any]) -> None:
             info.key,
             info.uid,
         )
-        assert (record.phase, record.priority, record.node_name) == (info.phase, info.priority, info.node_name)
+        assert (record.phase, record.priority, record.node_name) == (
+            info.phase,
+            info.priority,
+            info.node_name,
+        )
         assert record.terminating == info.is_terminating
         assert dict(record.annotations) == dict(info.annotations)
         assert record.manifest is pod

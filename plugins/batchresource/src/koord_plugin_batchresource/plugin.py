@@ -261,7 +261,9 @@ class PodRecords:
                 str(meta.get("uid") or "") or f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}"
             )
             hit = seen.get(key)
-            info = hit[1] if version and hit is not None and hit[0] == version else PodRecord.from_manifest(pod)
+            info = (
+                hit[1] if version and hit is not None and hit[0] == version else PodRecord.from_manifest(pod)
+            )
             if version:
                 kept[key] = (version, info)
             out.append(info)
