@@ -116,6 +116,17 @@ class FencedCluster(ClusterPort):
         self.fence.check(f"patch {kind} {namespace}/{name}")
         return self.inner.patch(kind, name, namespace, patch, status)
 
+    def create_no_result(self, obj: Obj, *, handover: bool = False) -> None:
+        meta = obj.get("metadata") or {}
+        self.fence.check(f"create {obj.get('kind', '?')} {meta.get('namespace', '')}/{meta.get('name', '')}")
+        self.inner.create_no_result(obj, handover=handover)
+
+    def patch_no_result(
+        self, kind: str, name: str, namespace: str, patch: Mapping[str, Any], status: bool = False
+    ) -> None:
+        self.fence.check(f"patch {kind} {namespace}/{name}")
+        self.inner.patch_no_result(kind, name, namespace, patch, status)
+
     def delete(self, kind: str, name: str, namespace: str = "") -> None:
         self.fence.check(f"delete {kind} {namespace}/{name}")
         self.inner.delete(kind, name, namespace)

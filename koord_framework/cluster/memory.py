@@ -306,6 +306,18 @@ class MemoryCluster(ClusterPort):
         self._deliver()
         return out
 
+    def create_no_result(self, obj: Obj, *, handover: bool = False) -> None:
+        # No copy of the stored object back: a controller creating thousands of objects reads none. A
+        # handed-over object is stored as it is: stored versions are never modified, so sharing read-only
+        # parts with the caller is safe; only the two dicts the store writes into are the caller's own.
+        if handover and isinstance(obj, dict) and isinstance(obj.get("metadata"), dict):
+            stored = {**obj, "metadata": dict(obj["metadata"])}
+        else:
+            stored = copy_json(obj)
+        with self._lock:
+            self._create_locked(stored)
+        self._deliver()
+
     def update(self, obj: Obj) -> Obj:
         """Replace an object. ``ConflictError`` when ``metadata.resourceVersion`` is set and stale.
 
@@ -341,6 +353,24 @@ class MemoryCluster(ClusterPort):
     def patch(
         self, kind: str, name: str, namespace: str, patch: Mapping[str, Any], status: bool = False
     ) -> Obj:
+        with self._lock:
+            stored = self._patch_locked(kind, name, namespace, patch, status)
+            out = copy_object(stored)
+        self._deliver()
+        return out
+
+    def patch_no_result(
+        self, kind: str, name: str, namespace: str, patch: Mapping[str, Any], status: bool = False
+    ) -> None:
+        # No copy of the stored object back: the copy of a NodeMetric (its pods' usage) or a node cost
+        # more than the patch itself.
+        with self._lock:
+            self._patch_locked(kind, name, namespace, patch, status)
+        self._deliver()
+
+    def _patch_locked(
+        self, kind: str, name: str, namespace: str, patch: Mapping[str, Any], status: bool
+    ) -> Obj:
         info = self._info(kind)
         if not isinstance(patch, Mapping):
             raise ClusterError(
@@ -348,42 +378,38 @@ class MemoryCluster(ClusterPort):
             )
         if status and not has_status_subresource(info):
             raise NotFoundError(f"{info.plural} have no status subresource")
-        with self._lock:
-            current = self._find(info, name, namespace)
-            if current is None:
-                raise NotFoundError(self._describe(info, name, namespace, "not found"))
-            patch_meta = patch.get("metadata")
-            if isinstance(patch_meta, Mapping):
-                self._check_preconditions(info, current, patch_meta)
-            if status:
-                new = dict(current)
-                if "status" in patch:
-                    new["status"] = merge_patch_shared(current.get("status"), patch["status"])
-                    if new["status"] is None:
-                        del new["status"]
-                new["metadata"] = dict(_meta(current))
-            else:
-                # Stored versions are never modified (see ``bind``): the new version shares what the patch
-                # leaves alone.
-                new = merge_patch_shared(current, patch)
-                if not isinstance(new.get("metadata"), dict):
-                    raise ClusterError(self._describe(info, name, namespace, "metadata: Required value"))
-                cur_meta, new_meta = _meta(current), new["metadata"]
-                for key in ("name", "namespace", "uid", "creationTimestamp"):
-                    if new_meta.get(key) != cur_meta.get(key):
-                        raise ClusterError(
-                            self._describe(info, name, namespace, f"metadata.{key}: field is immutable")
-                        )
-                if new.get("kind") != current.get("kind"):
-                    raise ClusterError(self._describe(info, name, namespace, "kind: field is immutable"))
-                if has_status_subresource(info):
-                    new.pop("status", None)
-                    if "status" in current:
-                        new["status"] = current["status"]
-            stored = self._replace_locked(info, current, new)
-            out = copy_object(stored)
-        self._deliver()
-        return out
+        current = self._find(info, name, namespace)
+        if current is None:
+            raise NotFoundError(self._describe(info, name, namespace, "not found"))
+        patch_meta = patch.get("metadata")
+        if isinstance(patch_meta, Mapping):
+            self._check_preconditions(info, current, patch_meta)
+        if status:
+            new = dict(current)
+            if "status" in patch:
+                new["status"] = merge_patch_shared(current.get("status"), patch["status"])
+                if new["status"] is None:
+                    del new["status"]
+            new["metadata"] = dict(_meta(current))
+        else:
+            # Stored versions are never modified (see ``bind``): the new version shares what the patch
+            # leaves alone.
+            new = merge_patch_shared(current, patch)
+            if not isinstance(new.get("metadata"), dict):
+                raise ClusterError(self._describe(info, name, namespace, "metadata: Required value"))
+            cur_meta, new_meta = _meta(current), new["metadata"]
+            for key in ("name", "namespace", "uid", "creationTimestamp"):
+                if new_meta.get(key) != cur_meta.get(key):
+                    raise ClusterError(
+                        self._describe(info, name, namespace, f"metadata.{key}: field is immutable")
+                    )
+            if new.get("kind") != current.get("kind"):
+                raise ClusterError(self._describe(info, name, namespace, "kind: field is immutable"))
+            if has_status_subresource(info):
+                new.pop("status", None)
+                if "status" in current:
+                    new["status"] = current["status"]
+        return self._replace_locked(info, current, new)
 
     def delete(self, kind: str, name: str, namespace: str = "") -> None:
         info = self._info(kind)

@@ -152,6 +152,21 @@ class ClusterPort(abc.ABC):
     ) -> Obj:
         """JSON merge patch (RFC 7386) of the object, or of its status subresource with ``status=True``."""
 
+    def create_no_result(self, obj: Obj, *, handover: bool = False) -> None:
+        """``create`` for a caller that does not read the stored object: an adapter may skip building the
+        copy it would return (the embedded cluster does; by default this is ``create``).
+
+        ``handover``: the caller gives ``obj`` and everything in it to the cluster and never modifies any
+        of it afterwards (its nested values may be shared with other read-only data, e.g. one NodeSLO
+        spec section shared by many nodes); the embedded cluster then stores it without copying it."""
+        self.create(obj)
+
+    def patch_no_result(
+        self, kind: str, name: str, namespace: str, patch: Mapping[str, Any], status: bool = False
+    ) -> None:
+        """``patch`` for a caller that does not read the result (see ``create_no_result``)."""
+        self.patch(kind, name, namespace, patch, status)
+
     @abc.abstractmethod
     def delete(self, kind: str, name: str, namespace: str = "") -> None:
         """Delete; ``NotFoundError`` when absent."""

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, cast
 
 from koord_framework.cluster.clock import parse_time
 from koord_framework.manager.colocation import ColocationStrategy
+from koord_framework.manager.podrecord import PodRecord
 from koord_framework.plugin import ArgsT, ExtensionPoint, Plugin
 
 if TYPE_CHECKING:
@@ -41,6 +42,7 @@ __all__ = [
     "ColocationStrategy",
     "NodeResourceContext",
     "NodeResourcePlugin",
+    "PodRecord",
     "ResourceItem",
     "ResourceMetrics",
     "is_resource_diff",
@@ -78,12 +80,22 @@ class ResourceItem:
 @dataclass(frozen=True)
 class ResourceMetrics:
     """What the calculators read besides the node and its pods: the node's NodeMetric (manifest form,
-    ``None`` when the node has none), the current time (seconds since the epoch) and the node's
-    NodeResourceTopology from the manager's cache (``None`` when it has none)."""
+    ``None`` when the node has none), the current time (seconds since the epoch), the node's
+    NodeResourceTopology from the manager's cache (``None`` when it has none) and, when the caller has
+    them, the node's pods already parsed (``pod_records``: one ``PodRecord`` per pod given to
+    ``calculate``, in the same order; the controller keeps them while a pod is unchanged)."""
 
     node_metric: Mapping[str, Any] | None
     now: float
     node_resource_topology: Mapping[str, Any] | None = None
+    pod_records: Sequence[PodRecord] | None = None
+
+    def records(self, pods: Sequence[Mapping[str, Any]]) -> Sequence[PodRecord]:
+        """``pods`` as records: ``pod_records`` when the caller gave them, else parsed now (a malformed
+        pod raises ``ValueError`` naming the field)."""
+        if self.pod_records is not None:
+            return self.pod_records
+        return [PodRecord.from_manifest(p) for p in pods]
 
     def degraded(self, strategy: ColocationStrategy) -> bool:
         """Koordinator's ``isDegradeNeeded``: the NodeMetric is missing, has no ``status.updateTime`` or is

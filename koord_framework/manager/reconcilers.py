@@ -17,6 +17,7 @@ from koord_framework.manager.colocation import ColocationStrategy
 from koord_framework.manager.noderesource import (
     ANNOTATION_CPU_NORMALIZATION_RATIO,
     NodeResourcePlugin,
+    PodRecord,
     ResourceItem,
     ResourceMetrics,
 )
@@ -48,8 +49,11 @@ class _PerNode:
         """Create ``kind/name`` with ``spec``, or update its spec when it differs (status kept)."""
         current = self.informer.get(kind, name)
         if current is None:
-            self.cluster.create(
-                {"apiVersion": SLO_API, "kind": kind, "metadata": {"name": name}, "spec": spec}
+            # Handed over: the spec's sections are the config's read-only strategies, shared by the
+            # nodes they match; copying them for each of thousands of nodes was most of the NodeSLO pass.
+            self.cluster.create_no_result(
+                {"apiVersion": SLO_API, "kind": kind, "metadata": {"name": name}, "spec": spec},
+                handover=True,
             )
             return
         old_spec = current.get("spec") or {}
@@ -60,7 +64,7 @@ class _PerNode:
             updated = {**current, "spec": new_spec}  # status and metadata shared, never mutated
             self.cluster.update(updated)
         else:  # a merge patch of the keys we own: the (large) status is neither copied nor sent
-            self.cluster.patch(kind, name, "", {"spec": spec})
+            self.cluster.patch_no_result(kind, name, "", {"spec": spec})
 
     def _delete_if_present(self, kind: str, name: str) -> None:
         if self.informer.get(kind, name) is not None:
@@ -116,8 +120,10 @@ class NodeResourceReconciler(_PerNode):
         self.plugins = list(plugins)
         self.last_sync: dict[str, float] = {}
         self.last_messages: dict[str, list[str]] = {}
-        # Pods by node, kept by the informer's events: a pass over every node reads each pod once.
-        self._pods: dict[str, dict[tuple[str, str], Mapping[str, Any]]] = {}
+        # Pods by node, kept by the informer's events: a pass over every node reads each pod once. Each entry
+        # is [manifest, its PodRecord or None until a calculation parsed it]; an event replaces the entry,
+        # so a record lives exactly as long as the pod version it was parsed from.
+        self._pods: dict[str, dict[tuple[str, str], list[Any]]] = {}
         self._pods_lock = threading.Lock()
         self._topology_retry_at = float("-inf")
         self.remove_handler = informer.add_handler(
@@ -136,7 +142,7 @@ class NodeResourceReconciler(_PerNode):
         node = (pod.get("spec") or {}).get("nodeName")
         if node:
             with self._pods_lock:
-                self._pods.setdefault(str(node), {})[self._pod_key(pod)] = pod
+                self._pods.setdefault(str(node), {})[self._pod_key(pod)] = [pod, None]
 
     def _pod_deleted(self, pod: Mapping[str, Any]) -> None:
         node = (pod.get("spec") or {}).get("nodeName")
@@ -150,7 +156,26 @@ class NodeResourceReconciler(_PerNode):
 
     def pods_on(self, node: str) -> list[Mapping[str, Any]]:
         with self._pods_lock:
-            return list(self._pods.get(node, {}).values())
+            return [entry[0] for entry in self._pods.get(node, {}).values()]
+
+    def pod_records_on(self, node: str) -> tuple[list[Mapping[str, Any]], list[PodRecord] | None]:
+        """The node's pods and their records (parsed once per pod version and shared by every calculator);
+        records ``None`` when a pod cannot be parsed, so that each calculator meets the error itself."""
+        with self._pods_lock:
+            entries = list(self._pods.get(node, {}).values())
+        pods: list[Mapping[str, Any]] = []
+        records: list[PodRecord] = []
+        for entry in entries:
+            pod, record = entry
+            if record is None:
+                try:
+                    record = PodRecord.from_manifest(pod)
+                except ValueError:
+                    return [e[0] for e in entries], None
+                entry[1] = record  # an event since replaced the entry, not this list: no harm
+            pods.append(pod)
+            records.append(record)
+        return pods, records
 
     def items_for(self, node: Mapping[str, Any], now: float) -> list[ResourceItem]:
         name = node["metadata"]["name"]
@@ -161,8 +186,8 @@ class NodeResourceReconciler(_PerNode):
                 items += plugin.reset(node, "node colocation is not enabled, reset node resources")
             return items
         metric = self.informer.get("NodeMetric", name)
-        pods = self.pods_on(name)
-        metrics = ResourceMetrics(metric, now, self._topology(name))
+        pods, records = self.pod_records_on(name)
+        metrics = ResourceMetrics(metric, now, self._topology(name), records)
         for plugin in self.plugins:
             try:
                 items += plugin.calculate(strategy, node, pods, metrics)
@@ -228,6 +253,7 @@ class NodeResourceReconciler(_PerNode):
         }
         new = {**node, "status": status}  # only the two resource maps are new; the rest is shared
         patch: dict[str, dict[str, str | None]] = {"capacity": {}, "allocatable": {}}
+        changed = False  # only the two resource maps differ from ``node``: compared entry by entry
         for item in items:
             if not self._owned(item.name):
                 continue  # an item carrying only annotations
@@ -235,22 +261,25 @@ class NodeResourceReconciler(_PerNode):
             if quantity is not None and item.name == BATCH_CPU and ratio > 1.0:
                 # batch-cpu is advertised in normalized cores (``util.PrepareNodeForResource``)
                 quantity = int(quantity * ratio)
+            text = None if item.reset or quantity is None else format_resource(item.name, quantity)
             for section in ("capacity", "allocatable"):
                 res = status[section]
-                if item.reset or quantity is None:
+                if text is None:
                     if item.name in res:
                         res.pop(item.name)
                         patch[section][item.name] = None  # a merge patch's null removes the key
+                        changed = True
                 else:
-                    res[item.name] = patch[section][item.name] = format_resource(item.name, quantity)
-        if new == node:
+                    changed = changed or res.get(item.name) != text
+                    res[item.name] = patch[section][item.name] = text
+        if not changed:
             self.last_sync.setdefault(key, now)
             return
         due = now - self.last_sync.get(key, float("-inf")) >= strategy.update_time_threshold_seconds
         needed = any(p.need_sync(strategy, node, new)[0] for p in self.plugins)
         if not (due or needed):
             return
-        self.cluster.patch("Node", key, "", {"status": patch}, status=True)
+        self.cluster.patch_no_result("Node", key, "", {"status": patch}, status=True)
         self.last_sync[key] = now
         log.info("noderesource: node %s updated: %s", key, "; ".join(self.last_messages[key]))
 
@@ -285,7 +314,7 @@ class NodeResourceReconciler(_PerNode):
             patch.update({k: None for k in old[f] if k not in new[f]})
             if patch:
                 meta_patch[f] = patch
-        self.cluster.patch("Node", key, "", {"metadata": meta_patch})
+        self.cluster.patch_no_result("Node", key, "", {"metadata": meta_patch})
         log.info(
             "noderesource: node %s metadata updated: %s",
             key,

@@ -19,7 +19,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Final
 
 from koord_framework.api.constants import ANNOTATION_NODE_RESERVATION as _RESERVATION
-from koord_framework.api.objects import PodInfo
 from koord_framework.api.qos import (
     PriorityClass,
     QoSClass,
@@ -34,6 +33,7 @@ from koord_framework.koordlet.cpuset import parse_cpuset
 from koord_framework.manager.noderesource import (
     ColocationStrategy,
     NodeResourcePlugin,
+    PodRecord,
     ResourceItem,
     ResourceMetrics,
 )
@@ -152,7 +152,7 @@ class Calculation:
         node: Mapping[str, Any],
         pods: Sequence[Mapping[str, Any]],
         node_metric: Mapping[str, Any],
-        pod_infos: Sequence[PodInfo] | None = None,
+        pod_infos: Sequence[PodRecord] | None = None,
     ) -> None:
         """``pod_infos``, when given, are ``pods`` already parsed (the same order)."""
         name = (node.get("metadata") or {}).get("name", "")
@@ -180,11 +180,11 @@ class Calculation:
         self.dangling_hp_used: list[tuple[int, int]] = []
         # Scalars, not resource dicts: this loop runs for every pod of every node on each pass.
         req_cpu = req_mem = used_cpu = used_mem = max_cpu = max_mem = 0
-        infos = pod_infos if pod_infos is not None else [PodInfo.from_manifest(p) for p in pods]
+        infos = pod_infos if pod_infos is not None else [PodRecord.from_manifest(p) for p in pods]
         for info in infos:
             if info.phase not in _ACTIVE_PHASES:
                 continue
-            key = f"{info.namespace}/{info.name}"
+            key = info.key
             metric = pod_metrics.get(key)
             if metric is not None:
                 dangling.pop(key, None)
@@ -237,21 +237,23 @@ def _priority_value(name: Any) -> int:
 class PodRecords:
     """Each node's pods as parsed records, reused while a pod's ``resourceVersion`` stays the same.
 
-    The controller recalculates every node whenever its NodeMetric is reported (each minute by default), and
-    parsing a pod costs more than the arithmetic it feeds; pods change far less often. Each call keeps only
-    the pods it was given, so deleted pods are forgotten with the node's next calculation. A pod without a
-    ``resourceVersion`` (a hand-made manifest) is parsed every time.
+    For callers that give ``calculate`` no ``ResourceMetrics.pod_records`` (the manager's controller does,
+    keeping them per pod version itself): the controller recalculates every node whenever its NodeMetric is
+    reported (each minute by default), and parsing a pod costs more than the arithmetic it feeds; pods
+    change far less often. Each call keeps only the pods it was given, so deleted pods are forgotten with
+    the node's next calculation. A pod without a ``resourceVersion`` (a hand-made manifest) is parsed every
+    time.
     """
 
     def __init__(self) -> None:
-        self._by_node: dict[str, dict[str, tuple[str, PodInfo]]] = {}
+        self._by_node: dict[str, dict[str, tuple[str, PodRecord]]] = {}
         self._lock = threading.Lock()
 
-    def parse(self, node: str, pods: Sequence[Mapping[str, Any]]) -> list[PodInfo]:
+    def parse(self, node: str, pods: Sequence[Mapping[str, Any]]) -> list[PodRecord]:
         with self._lock:
             seen = self._by_node.get(node, {})
-        kept: dict[str, tuple[str, PodInfo]] = {}
-        out: list[PodInfo] = []
+        kept: dict[str, tuple[str, PodRecord]] = {}
+        out: list[PodRecord] = []
         for pod in pods:
             meta = pod.get("metadata") or {}
             version = str(meta.get("resourceVersion") or "")
@@ -259,7 +261,9 @@ class PodRecords:
                 str(meta.get("uid") or "") or f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}"
             )
             hit = seen.get(key)
-            info = hit[1] if version and hit is not None and hit[0] == version else PodInfo.from_manifest(pod)
+            info = (
+                hit[1] if version and hit is not None and hit[0] == version else PodRecord.from_manifest(pod)
+            )
             if version:
                 kept[key] = (version, info)
             out.append(info)
@@ -317,7 +321,11 @@ class BatchResource(NodeResourcePlugin[BatchResourceArgs], NodeResourceExplainer
         if self.degraded(strategy, metrics) or metrics.node_metric is None:
             self.records.forget(node_name)
             return self.reset(node, DEGRADE_MESSAGE)
-        infos = self.records.parse(node_name, pods)
+        if metrics.pod_records is not None:
+            infos: Sequence[PodRecord] = metrics.pod_records
+            self.records.forget(node_name)  # the controller keeps them
+        else:
+            infos = self.records.parse(node_name, pods)
         c = Calculation(strategy, node, pods, metrics.node_metric, pod_infos=infos)
         cpu, cpu_msg = self._cpu(strategy, c)
         memory, mem_msg = self._memory(strategy, c)
@@ -332,7 +340,7 @@ class BatchResource(NodeResourcePlugin[BatchResourceArgs], NodeResourceExplainer
         strategy: ColocationStrategy,
         node_name: str,
         c: Calculation,
-        infos: Sequence[PodInfo],
+        infos: Sequence[PodRecord],
         nrt: Mapping[str, Any] | None,
     ) -> tuple[dict[str, int], dict[str, int]]:
         """Per-zone values when the node has a NodeResourceTopology with cpu/memory zones; a malformed one

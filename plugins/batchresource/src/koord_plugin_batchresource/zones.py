@@ -17,10 +17,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from koord_framework.api.constants import ANNOTATION_RESOURCE_STATUS
-from koord_framework.api.objects import PodInfo
 from koord_framework.api.qos import PriorityClass, QoSClass
 from koord_framework.api.quantity import Quantity, QuantityError
-from koord_framework.manager.noderesource import ColocationStrategy
+from koord_framework.manager.noderesource import ColocationStrategy, PodRecord
 
 __all__ = ["CHECKED_RESOURCES", "ZoneTotals", "nrt_resources_created", "zone_batch_resources"]
 
@@ -87,7 +86,7 @@ def _zone_allocatable(nrt: Mapping[str, Any], owner: str) -> list[tuple[str, Mil
     return out
 
 
-def pod_numa_nodes(info: PodInfo, zones: int) -> tuple[frozenset[int], int]:
+def pod_numa_nodes(info: PodRecord, zones: int) -> tuple[frozenset[int], int]:
     """The NUMA nodes of the pod's resource-status that exist on the node and how many entries name them
     (Koordinator divides by the entries, a node named twice counting twice); none: it shares all zones.
     An unreadable annotation counts as none (the pod is treated as LS), as Koordinator does."""
@@ -156,7 +155,7 @@ class ZoneTotals:
 def zone_batch_resources(
     strategy: ColocationStrategy,
     nrt: Mapping[str, Any],
-    infos: Sequence[PodInfo],
+    infos: Sequence[PodRecord],
     pod_usage: Mapping[str, tuple[int, int]],
     dangling_hp_usage: Sequence[tuple[int, int]],
     system_used: tuple[int, int],
@@ -192,7 +191,7 @@ def zone_batch_resources(
         if info.phase not in ("Running", "Pending"):
             continue
         request = _milli(info.requests.get(CPU, 0), info.requests.get(MEMORY, 0))
-        usage_pair = pod_usage.get(f"{info.namespace}/{info.name}")
+        usage_pair = pod_usage.get(info.key)
         usage = _milli(*usage_pair) if usage_pair is not None else request
         numa = pod_numa_nodes(info, n)
         zone_req, zone_usage = _split(request, numa, n), _split(usage, numa, n)

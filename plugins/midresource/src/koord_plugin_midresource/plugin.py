@@ -24,13 +24,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Final
 
 from koord_framework.api.constants import ANNOTATION_NODE_RESERVATION
-from koord_framework.api.objects import PodInfo
 from koord_framework.api.qos import PriorityClass, default_priority_value
 from koord_framework.api.resources import MID_CPU, MID_MEMORY, parse_resource_list
 from koord_framework.koordlet.cpuset import parse_cpuset
 from koord_framework.manager.noderesource import (
     ColocationStrategy,
     NodeResourcePlugin,
+    PodRecord,
     ResourceItem,
     ResourceMetrics,
     is_resource_diff,
@@ -51,6 +51,7 @@ NEED_SYNC_MESSAGE: Final = "mid resource diff is big than threshold"
 LOW_PRIORITY: Final = frozenset({PriorityClass.MID, PriorityClass.BATCH, PriorityClass.FREE})
 """Pods of these classes are not "high priority": their requests are not subtracted from unallocated."""
 STATIC: Final = "static"
+_ACTIVE_PHASES: Final = frozenset({"Running", "Pending"})
 
 Resources = dict[str, int]
 
@@ -166,7 +167,7 @@ class MidResource(NodeResourcePlugin[MidResourceArgs]):
             cpu, memory, cpu_msg, mem_msg = self._static(strategy, capacity)
         else:
             cpu, memory, cpu_msg, mem_msg = self._by_policy(
-                strategy, node, pods, metrics.node_metric, capacity
+                strategy, node, pods, metrics, metrics.node_metric, capacity
             )
         return [
             ResourceItem(MID_CPU, quantity=cpu, message=cpu_msg),
@@ -203,6 +204,7 @@ class MidResource(NodeResourcePlugin[MidResourceArgs]):
         strategy: ColocationStrategy,
         node: Mapping[str, Any],
         pods: Sequence[Mapping[str, Any]],
+        metrics: ResourceMetrics,
         node_metric: Mapping[str, Any],
         capacity: Resources,
     ) -> tuple[int, int, str, str]:
@@ -231,7 +233,7 @@ class MidResource(NodeResourcePlugin[MidResourceArgs]):
         kubelet_reserved = {k: max(capacity[k] - allocatable[k], 0) for k in (CPU, MEMORY)}
         node_reserved = _max_lists(kubelet_reserved, _node_reservation(node))
         node_reserved = _cm(_max_lists(system_used, node_reserved))
-        unallocated = self._unallocated(name, pods, capacity, node_reserved)
+        unallocated = self._unallocated(name, pods, metrics.pod_records, capacity, node_reserved)
         unused = self._unused(capacity, info, where)
         cpu = min(prod_reclaimable[CPU], unused[CPU])
         memory = min(prod_reclaimable[MEMORY], unused[MEMORY])
@@ -258,13 +260,28 @@ class MidResource(NodeResourcePlugin[MidResourceArgs]):
         return cpu, memory, cpu_msg, mem_msg
 
     def _unallocated(
-        self, node: str, pods: Sequence[Mapping[str, Any]], capacity: Resources, node_reserved: Resources
+        self,
+        node: str,
+        pods: Sequence[Mapping[str, Any]],
+        records: Sequence[PodRecord] | None,
+        capacity: Resources,
+        node_reserved: Resources,
     ) -> Resources:
         """``getUnallocated``: ``max(capacity - nodeReserved - Running/Pending prod pods' requests, 0)``;
-        a pod neither mid, batch nor free counts as prod."""
-        allocated = _cm({})
-        for request in self._prod_requests(node, pods):
-            allocated = {k: allocated[k] + request[k] for k in (CPU, MEMORY)}
+        a pod neither mid, batch nor free counts as prod. ``records``: the controller's parsed pods."""
+        cpu = memory = 0
+        if records is not None:
+            with self._lock:
+                self._pods.pop(node, None)  # the controller keeps the parsed pods
+            for r in records:
+                if r.priority_class not in LOW_PRIORITY and r.phase in _ACTIVE_PHASES:
+                    cpu += r.requests.get(CPU, 0)
+                    memory += r.requests.get(MEMORY, 0)
+        else:
+            for request in self._prod_requests(node, pods):
+                cpu += request[CPU]
+                memory += request[MEMORY]
+        allocated = {CPU: cpu, MEMORY: memory}
         return {k: max(capacity[k] - node_reserved[k] - allocated[k], 0) for k in (CPU, MEMORY)}
 
     def _prod_requests(self, node: str, pods: Sequence[Mapping[str, Any]]) -> list[Resources]:
@@ -285,8 +302,8 @@ class MidResource(NodeResourcePlugin[MidResourceArgs]):
             if version and hit is not None and hit[0] == version:
                 request = hit[1]
             else:
-                info = PodInfo.from_manifest(pod)
-                low = info.priority_class in LOW_PRIORITY or info.phase not in ("Running", "Pending")
+                info = PodRecord.from_manifest(pod)
+                low = info.priority_class in LOW_PRIORITY or info.phase not in _ACTIVE_PHASES
                 request = None if low else _cm(info.requests)
             if version:
                 kept[key] = (version, request)
