@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -301,6 +301,17 @@ class PodCache:
         with self._lock:
             return self._by_key.get((namespace or "default", name))
 
+    def record_of(self, obj: Mapping[str, Any]) -> PodInfo | None:
+        """The record of this very pod manifest (same resourceVersion), or None: a handler registered on
+        the informer after this cache (every plugin's) reads it instead of parsing the pod again."""
+        meta = obj.get("metadata") or {}
+        rv = meta.get("resourceVersion")
+        if not rv:
+            return None
+        with self._lock:
+            info = self._by_key.get((str(meta.get("namespace") or "default"), str(meta.get("name") or "")))
+        return info if info is not None and info.resource_version == str(rv) else None
+
     def on_node(self, node: str) -> list[PodInfo]:
         """Pods assigned to ``node`` (terminal ones included; callers filter what they must)."""
         with self._lock:
@@ -408,6 +419,16 @@ class NodeCache:
     def get(self, name: str) -> NodeRecord | None:
         with self._lock:
             return self._by_name.get(name)
+
+    def record_of(self, obj: Mapping[str, Any]) -> NodeRecord | None:
+        """The record of this very node manifest (same resourceVersion), or None (see ``PodCache``)."""
+        meta = obj.get("metadata") or {}
+        rv = meta.get("resourceVersion")
+        if not rv:
+            return None
+        with self._lock:
+            record = self._by_name.get(str(meta.get("name") or ""))
+        return record if record is not None and record.resource_version == str(rv) else None
 
     def all(self) -> list[NodeRecord]:
         with self._lock:

@@ -129,6 +129,8 @@ class ElasticQuota(
             system_max=parsed.system_max(),
             default_max=parsed.default_max(),
         )
+        self.quotas.parsed_pod = handle.parsed_pod
+        self.quotas.parsed_node = handle.parsed_node
         self.preemption = QuotaPreemption(self)
         register_quota_metrics(handle.metrics, self.quotas, handle.profile_name)
         self._create_builtin_quotas()
