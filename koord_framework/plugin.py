@@ -15,6 +15,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 from typing_extensions import TypeVar
 
+from koord_framework.attribute_docs import install as _install_attribute_docs
+
+_install_attribute_docs()  # before the first model: class creation reads attribute docstrings
+
 
 class PluginArgs(BaseModel):
     """Base of every ``<PluginName>Args`` model.

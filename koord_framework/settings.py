@@ -7,6 +7,10 @@ from __future__ import annotations
 
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from koord_framework.attribute_docs import install as _install_attribute_docs
+
+_install_attribute_docs()  # before the first model: class creation reads attribute docstrings
+
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="KOORD_", extra="ignore", use_attribute_docstrings=True)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -52,6 +52,10 @@ def _key(obj: Obj) -> Key:
     return (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
 
 
+def _no_watch() -> None:
+    return None
+
+
 @dataclass(frozen=True, eq=False)
 class _Handlers:
     on_add: OnAdd | None
@@ -70,6 +74,7 @@ class SharedInformer:
         self._handlers: dict[str, list[_Handlers]] = {}
         self._unsubscribe: dict[str, Callable[[], None]] = {}
         self._synced_rv: dict[str, int] = {}
+        self._stopped = False
         self._namespaced: dict[str, bool] = {}
         """Kind → whether it is namespaced, for the kinds followed (read on every ``get``)."""
 
@@ -83,16 +88,24 @@ class SharedInformer:
         if info is None:
             raise ValueError(unknown_kind(kind, kinds))
         self._namespaced[kind] = info.namespaced
-        with self._dispatch_lock:
-            if kind in self._unsubscribe:
-                return
-            # The embedded cluster can hand over its stored (read-only) dicts instead of copies.
-            list_shared = getattr(self.cluster, "list_shared", None)
-            for attempt in range(_RELIST_ATTEMPTS):
-                objs, rv = list_shared(kind) if list_shared is not None else self.cluster.list(kind)
+        # The list runs outside the dispatch lock: the lists of several kinds (Pod and Node at start-up)
+        # can be in flight at once, and events of kinds already followed keep flowing meanwhile. Nothing of
+        # this kind is dispatched before its watch exists, so storing the list and subscribing under the
+        # dispatch lock is still atomic for this kind's handlers. Two threads ensuring one kind at once
+        # both list it and the second result is dropped: no lock is held while listing, so a handler that
+        # reads a kind not followed yet cannot deadlock with a thread listing it.
+        list_shared = getattr(self.cluster, "list_shared", None)  # the embedded cluster's stored dicts
+        for attempt in range(_RELIST_ATTEMPTS):
+            objs, rv = list_shared(kind) if list_shared is not None else self.cluster.list(kind)
+            with self._dispatch_lock:
+                if kind in self._unsubscribe:
+                    return  # another thread's list came first
                 with self._store_lock:
                     self._objects[kind] = {_key(o): o for o in objs}
                     self._synced_rv[kind] = rv
+                if self._stopped:  # stopped while the list was in flight: readable, not followed
+                    self._unsubscribe[kind] = _no_watch
+                    return
                 try:
                     self._unsubscribe[kind] = self.cluster.subscribe([kind], self._on_event, since=rv)
                     return
@@ -102,9 +115,39 @@ class SharedInformer:
                     if attempt == _RELIST_ATTEMPTS - 1:
                         raise
 
+    def ensure_all(self, kinds: Iterable[str]) -> None:
+        """``ensure`` several kinds, their lists in flight at once (a thread per kind but the first);
+        returns when all are followed, raising the first failure."""
+        kinds = [k for k in dict.fromkeys(kinds) if k not in self._unsubscribe]
+        if len(kinds) < 2:
+            for kind in kinds:
+                self.ensure(kind)
+            return
+        errors: dict[str, BaseException] = {}
+
+        def follow(kind: str) -> None:
+            try:
+                self.ensure(kind)
+            except BaseException as err:  # handed to the caller below
+                errors[kind] = err
+
+        threads = [
+            threading.Thread(target=follow, args=(kind,), name=f"informer-list-{kind}", daemon=True)
+            for kind in kinds[1:]
+        ]
+        for thread in threads:
+            thread.start()
+        follow(kinds[0])
+        for thread in threads:
+            thread.join()
+        for kind in kinds:
+            if kind in errors:
+                raise errors[kind]
+
     def stop(self) -> None:
         """Stop every watch; the cached objects stay readable."""
         with self._dispatch_lock:
+            self._stopped = True
             for unsubscribe in self._unsubscribe.values():
                 unsubscribe()
             self._unsubscribe.clear()
@@ -301,6 +344,17 @@ class PodCache:
         with self._lock:
             return self._by_key.get((namespace or "default", name))
 
+    def record_of(self, obj: Mapping[str, Any]) -> PodInfo | None:
+        """The record of this very pod manifest (same resourceVersion), or None: a handler registered on
+        the informer after this cache (every plugin's) reads it instead of parsing the pod again."""
+        meta = obj.get("metadata") or {}
+        rv = meta.get("resourceVersion")
+        if not rv:
+            return None
+        with self._lock:
+            info = self._by_key.get((str(meta.get("namespace") or "default"), str(meta.get("name") or "")))
+        return info if info is not None and info.resource_version == str(rv) else None
+
     def on_node(self, node: str) -> list[PodInfo]:
         """Pods assigned to ``node`` (terminal ones included; callers filter what they must)."""
         with self._lock:
@@ -408,6 +462,16 @@ class NodeCache:
     def get(self, name: str) -> NodeRecord | None:
         with self._lock:
             return self._by_name.get(name)
+
+    def record_of(self, obj: Mapping[str, Any]) -> NodeRecord | None:
+        """The record of this very node manifest (same resourceVersion), or None (see ``PodCache``)."""
+        meta = obj.get("metadata") or {}
+        rv = meta.get("resourceVersion")
+        if not rv:
+            return None
+        with self._lock:
+            record = self._by_name.get(str(meta.get("name") or ""))
+        return record if record is not None and record.resource_version == str(rv) else None
 
     def all(self) -> list[NodeRecord]:
         with self._lock:

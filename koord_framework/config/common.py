@@ -26,6 +26,10 @@ from pydantic.alias_generators import to_camel
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import PydanticCustomError, core_schema
 
+from koord_framework.attribute_docs import install as _install_attribute_docs
+
+_install_attribute_docs()  # before the first model: class creation reads attribute docstrings
+
 # --- Go durations -----------------------------------------------------------------------------------
 
 _NANOS_PER_UNIT: dict[str, int] = {

@@ -23,7 +23,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic import ValidationError as PydanticValidationError
 from pydantic.alias_generators import to_camel
 
+from koord_framework.attribute_docs import install as _install_attribute_docs
 from koord_framework.errors import Problem, ValidationError
+
+_install_attribute_docs()  # before the first model: class creation reads attribute docstrings
 
 __all__ = [
     "CPUBurstPolicy",

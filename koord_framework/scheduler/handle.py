@@ -9,11 +9,11 @@ kube-scheduler's handle also has and the core plugins need: ``snapshot`` (with t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Any
 
-from koord_framework.api.objects import PodInfo
+from koord_framework.api.objects import NodeRecord, PodInfo
 from koord_framework.cluster.clock import Clock
 from koord_framework.cluster.informer import NodeCache, PodCache, SharedInformer
 from koord_framework.cluster.port import ClusterPort
@@ -82,6 +82,12 @@ class SchedulerHandle(ExtendedHandle):
         """The scheduler's ``PodCache`` (one ``PodInfo`` per pod, indexed by node): share it, do not build
         another — a second cache of 150,000 pods costs hundreds of MiB."""
         return self._scheduler.pod_cache
+
+    def parsed_pod(self, obj: Mapping[str, Any]) -> PodInfo | None:
+        return self._scheduler.pod_cache.record_of(obj)
+
+    def parsed_node(self, obj: Mapping[str, Any]) -> NodeRecord | None:
+        return self._scheduler.node_cache.record_of(obj)
 
     @property
     def node_cache(self) -> NodeCache:

@@ -29,7 +29,7 @@ from typing import Any, ClassVar, Protocol, cast, overload
 
 import numpy as np
 
-from koord_framework.api.objects import PodInfo
+from koord_framework.api.objects import NodeRecord, PodInfo
 from koord_framework.cluster.port import Informer
 from koord_framework.handle import BaseHandle
 from koord_framework.plugin import ArgsT, ExtensionPoint, Plugin
@@ -196,6 +196,17 @@ class Handle(BaseHandle):
         """The snapshot of the current scheduling cycle (refreshed at the start of every cycle), with its
         change log; None for a handle that keeps none (a hand-made test handle): plugins then fall back to
         walking ``node_infos()``."""
+        return None
+
+    def parsed_pod(self, obj: Mapping[str, Any]) -> PodInfo | None:
+        """The scheduler's own record of this very pod manifest (same resourceVersion), or None (a handle
+        without a pod cache, a version the cache does not hold yet). A handler of the informer's Pod events
+        reads it instead of parsing the pod again: the scheduler's cache handles every event first. The
+        record is shared and read-only."""
+        return None
+
+    def parsed_node(self, obj: Mapping[str, Any]) -> NodeRecord | None:
+        """The scheduler's own record of this very node manifest, or None (as ``parsed_pod``)."""
         return None
 
     def nominated_pods_for_node(self, node_name: str) -> list[PodInfo]:

@@ -469,7 +469,9 @@ class Scheduler:
         self.reserve_pod_queue = _ReservePodQueue(self)
         self.shared_slots: dict[Any, Any] = {}
         """What plugins of every profile share (``Handle.shared(scope="component")``)."""
-        # The typed caches exist before the plugins, so that plugin constructors can share them.
+        # The typed caches exist before the plugins, so that plugin constructors can share them. Pods and
+        # nodes are listed at once (the API server serialises 5,000 pods while the node list is read).
+        self.informer.ensure_all(("Pod", "Node"))
         self.pod_cache: PodCache = PodCache(self.informer)
         self.node_cache: NodeCache = NodeCache(self.informer)
         self.handles: dict[str, SchedulerHandle] = {}

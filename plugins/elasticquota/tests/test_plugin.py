@@ -371,3 +371,23 @@ def test_pod_relabelled_to_another_quota_moves_its_charge() -> None:
     assert b.calc.used["cpu"] == 2000 and b.calc.request["cpu"] == 2000
     h.cluster.delete("Pod", "x", "default")
     assert b.calc.used["cpu"] == 0 and b.calc.request["cpu"] == 0
+
+
+def test_restart_reads_the_scheduler_s_pod_records(monkeypatch: pytest.MonkeyPatch) -> None:
+    h = harness()
+    h.add(eq("a", "8", "2"), qpod("a1", "a", "3", node="n1"), qpod("a2", "a", "1"))
+    parsed: list[str] = []
+    real = PodInfo.from_manifest.__func__  # type: ignore[attr-defined]
+
+    def counting(cls: type[PodInfo], obj: Any, *args: Any, **kwargs: Any) -> PodInfo:
+        parsed.append(obj["metadata"]["name"])
+        return real(cls, obj, *args, **kwargs)  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(PodInfo, "from_manifest", classmethod(counting))
+    again = SchedulerHarness([ElasticQuota], cluster=h.cluster)
+    assert sorted(parsed) == ["a1", "a2"], "each pod parsed once, by the scheduler's pod cache"
+    info = plugin_of(again).quotas.default.get_quota_info("a")
+    assert info is not None
+    assert set(info.pods) == {"default/a1", "default/a2"}
+    assert info.pods["default/a1"].pod is again.scheduler.pod_cache.get("default", "a1"), "the shared record"
+    assert info.calc.used == {"cpu": 3000, "memory": 1024**3}

@@ -117,6 +117,9 @@ class GangCache:
         self._on_pod(obj, created=False)
 
     def _on_pod(self, obj: Mapping[str, Any], *, created: bool) -> None:
+        meta = obj.get("metadata") or {}
+        if not gang_name_of(meta.get("labels") or {}, meta.get("annotations") or {}):
+            return  # most pods belong to no gang: no member record (5,000 of them at start-up)
         pod, labels, annotations = member_from_manifest(obj)
         self._ingest(pod, labels, annotations, created=created)
 

@@ -131,6 +131,8 @@ class ElasticQuota(
             ignore_pod_overhead=handle.feature_enabled("ElasticQuotaIgnorePodOverhead"),
             disable_default_quota=handle.feature_enabled("DisableDefaultQuota"),
         )
+        self.quotas.parsed_pod = handle.parsed_pod
+        self.quotas.parsed_node = handle.parsed_node
         self.preemption = QuotaPreemption(self)
         register_quota_metrics(handle.metrics, self.quotas, handle.profile_name)
         self._create_builtin_quotas()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from koord_framework.api.objects import NodeRecord, PodInfo
@@ -32,6 +32,10 @@ __all__ = ["QuotaSet"]
 log = logging.getLogger(__name__)
 
 
+def _not_parsed(_obj: Mapping[str, Any]) -> None:
+    return None
+
+
 class QuotaSet:
     def __init__(
         self,
@@ -48,6 +52,10 @@ class QuotaSet:
         self.disable_default_quota = disable_default_quota
         """The gate ``DisableDefaultQuota``: a pod's quota is its quota-name label only, and a pod without
         one (or naming an unknown quota) is in no quota at all -- admitted without a quota check."""
+        self.parsed_pod: Callable[[Mapping[str, Any]], PodInfo | None] = _not_parsed
+        """The record another cache already parsed for a pod manifest (``Handle.parsed_pod``): 5,000
+        pods listed at start-up are parsed once, not once more here."""
+        self.parsed_node: Callable[[Mapping[str, Any]], NodeRecord | None] = _not_parsed
         self._scale = scale_min_enabled
         self._system_max = dict(system_max or {})
         self._default_max = dict(default_max or {})
@@ -220,23 +228,31 @@ class QuotaSet:
 
     # --- node events ---------------------------------------------------------------------------------
     def on_node_add(self, obj: Mapping[str, Any]) -> None:
-        node = NodeRecord.from_manifest(obj)
+        node = self._node(obj)
         with self.lock:
             self.default.on_node_add(node.name, node.allocatable)
 
     def on_node_update(self, _old: Mapping[str, Any], obj: Mapping[str, Any]) -> None:
-        node = NodeRecord.from_manifest(obj)
+        node = self._node(obj)
         with self.lock:
             self.default.on_node_update(node.name, node.allocatable)
 
     def on_node_delete(self, obj: Mapping[str, Any]) -> None:
-        node = NodeRecord.from_manifest(obj)
+        node = self._node(obj)
         with self.lock:
             self.default.on_node_delete(node.name)
 
+    def _node(self, obj: Mapping[str, Any]) -> NodeRecord:
+        return self.parsed_node(obj) or NodeRecord.from_manifest(obj)
+
     # --- pod events ----------------------------------------------------------------------------------
+    def _pod(self, obj: Mapping[str, Any] | PodInfo) -> PodInfo:
+        if isinstance(obj, PodInfo):
+            return obj
+        return self.parsed_pod(obj) or PodInfo.from_manifest(obj)
+
     def on_pod_add(self, obj: Mapping[str, Any] | PodInfo) -> None:
-        pod = obj if isinstance(obj, PodInfo) else PodInfo.from_manifest(obj)
+        pod = self._pod(obj)
         with self.lock:
             name, tree = self.quota_and_tree(pod)
             mgr = self.manager_for_tree(tree)
@@ -270,7 +286,7 @@ class QuotaSet:
         if old is None:
             old = old_obj if isinstance(old_obj, PodInfo) else PodInfo.from_manifest(old_obj)
         if new is None:
-            new = obj if isinstance(obj, PodInfo) else PodInfo.from_manifest(obj)
+            new = self._pod(obj)
         with self.lock:
             old_name, old_tree = self.quota_and_tree(old)
             new_name, new_tree = self.quota_and_tree(new)
@@ -286,7 +302,7 @@ class QuotaSet:
                 new_mgr.on_pod_add(new_name, new)
 
     def on_pod_delete(self, obj: Mapping[str, Any] | PodInfo) -> None:
-        pod = obj if isinstance(obj, PodInfo) else PodInfo.from_manifest(obj)
+        pod = self._pod(obj)
         with self.lock:
             name, tree = self.quota_and_tree(pod)
             mgr = self.manager_for_tree(tree)
