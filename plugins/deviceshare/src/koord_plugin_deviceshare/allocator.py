@@ -527,11 +527,13 @@ def _allocate_gpu(ctx: _RequestContext, view: NodeDevice, desired: int, max_desi
     if indexer is None:
         indexer, node_honor = designated_partition_indexer(ctx.node_labels)
     honor = req.honor_gpu_partition or node_honor
-    total_view = {m: r for m, r in view.total.get(n.GPU, {}).items() if any(r.values())}
-    # "Used" for partitions and scopes: anything in use, and anything the view left out.
-    real_used = {m for m in ctx.original.used.get(n.GPU, {}) if m not in view.total.get(n.GPU, {})}
-    real_used |= set(view.used.get(n.GPU, {}))
-    used_hash = hash_minors(sorted(real_used))
+    total_view = view.healthy_total(n.GPU)
+    # "Used" for partitions and scopes: anything in use, and anything the view left out (nothing, when the
+    # view is the node itself).
+    used_hash = hash_minors(view.used.get(n.GPU, {}))
+    if view is not ctx.original:
+        in_view = view.total.get(n.GPU, {})
+        used_hash |= hash_minors([m for m in ctx.original.used.get(n.GPU, {}) if m not in in_view])
     free = view.free.get(n.GPU, {})
 
     allocs, status = _allocate_by_partition(honor, req, indexer, used_hash, total_view)
