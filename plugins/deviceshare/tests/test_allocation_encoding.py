@@ -32,7 +32,8 @@ def _random_allocations(rng: random.Random) -> DeviceAllocations:
                     n.GPU_MEMORY: rng.choice([16, 40, 80]) * GiB * share // 100,
                 }
             else:
-                resources = {n.RDMA_RESOURCE if device_type == n.RDMA else n.FPGA_RESOURCE: rng.choice([1, 100])}
+                name = n.RDMA_RESOURCE if device_type == n.RDMA else n.FPGA_RESOURCE
+                resources = {name: rng.choice([1, 100])}
             vfs = tuple(
                 VFAllocation(f"0000:1f:00.{i}", rng.choice([0, i])) for i in range(rng.choice([0, 0, 1, 2]))
             )

@@ -16,9 +16,9 @@ Decoding is strict: a malformed annotation is an error naming the pod and the fi
 from __future__ import annotations
 
 import json
-from json.encoder import encode_basestring_ascii
 from collections.abc import Mapping
 from dataclasses import dataclass
+from json.encoder import encode_basestring_ascii
 from typing import Any
 
 from koord_framework.api.quantity import QuantityError
