@@ -11,7 +11,7 @@ from koord_plugin_deviceshare import names as n
 from koord_plugin_deviceshare.allocation import DeviceAllocation
 from koord_plugin_deviceshare.builders import GiB, make_device
 from koord_plugin_deviceshare.columns import GPUColumns
-from koord_plugin_deviceshare.device import parse_device
+from koord_plugin_deviceshare.device import ParsedDevice, parse_device
 from koord_plugin_deviceshare.nodedevice import NodeDevice
 from koord_plugin_deviceshare.scoring import LEAST_ALLOCATED, MOST_ALLOCATED, DeviceScorer
 
@@ -26,11 +26,15 @@ SHAPES = [
 ]
 
 
-def _node(rng: random.Random, name: str) -> NodeDevice:
-    nd = NodeDevice()
+def _device(rng: random.Random, name: str) -> ParsedDevice:
     gpus = rng.randint(1, 8)
     unhealthy = tuple(m for m in range(gpus) if rng.random() < 0.15)
-    nd.set_device(parse_device(make_device(name, gpus, 0, memory=80 * GiB, unhealthy=unhealthy)))
+    return parse_device(make_device(name, gpus, 0, memory=80 * GiB, unhealthy=unhealthy))
+
+
+def _node(rng: random.Random, name: str) -> NodeDevice:
+    nd = NodeDevice()
+    nd.set_device(_device(rng, name))
     return nd
 
 
@@ -54,6 +58,11 @@ def test_cached_columns_equal_fresh_ones(seed: int, strategy: str) -> None:
             name = rng.choice(names)
             nd = nodes.get(name)
             if nd is None:
+                continue
+            if rng.random() < 0.05:
+                # A new Device object (other GPU count, health): the row is read again from scratch.
+                nd.set_device(_device(rng, name))
+                cached.dirty.add(name)
                 continue
             if held and rng.random() < 0.3:
                 node, key, allocs = held.pop(rng.randrange(len(held)))

@@ -527,18 +527,23 @@ def _allocate_gpu(ctx: _RequestContext, view: NodeDevice, desired: int, max_desi
     if indexer is None:
         indexer, node_honor = designated_partition_indexer(ctx.node_labels)
     honor = req.honor_gpu_partition or node_honor
-    total_view = {m: r for m, r in view.total.get(n.GPU, {}).items() if any(r.values())}
-    # "Used" for partitions and scopes: anything in use, and anything the view left out.
-    real_used = {m for m in ctx.original.used.get(n.GPU, {}) if m not in view.total.get(n.GPU, {})}
-    real_used |= set(view.used.get(n.GPU, {}))
-    used_hash = hash_minors(sorted(real_used))
+    total_view = view.healthy_total(n.GPU)
+    # "Used" for partitions and scopes: anything in use, and anything the view left out (nothing, when the
+    # view is the node itself).
+    used_hash = hash_minors(view.used.get(n.GPU, {}))
+    if view is not ctx.original:
+        in_view = view.total.get(n.GPU, {})
+        used_hash |= hash_minors([m for m in ctx.original.used.get(n.GPU, {}) if m not in in_view])
     free = view.free.get(n.GPU, {})
 
-    allocs, status = _allocate_by_partition(honor, req, indexer, used_hash, total_view)
-    if not status.is_success:
-        return None, status
-    if allocs:
-        return allocs, Status.success()
+    if honor or (indexer is not None and not req.gpu_shared):
+        # Otherwise the partition path can only answer "try the other paths" (shared GPUs take no
+        # partition; without a table and without Honor the trouble is ignored).
+        allocs, status = _allocate_by_partition(honor, req, indexer, used_hash, total_view)
+        if not status.is_success:
+            return None, status
+        if allocs:
+            return allocs, Status.success()
     allocs, status = _allocate_by_topology(
         req, view.gpu_topology_scope, used_hash, free, total_view, ctx.scorer
     )
@@ -615,13 +620,9 @@ def _select_partition_by_bin_pack(
     return best
 
 
-@dataclass(slots=True)
-class _ScopeResult:
-    minors: list[int]
-    """The GPUs chosen in this scope (allocations are built once, for the winning scope only)."""
-    cumulative_not_empties: int
-    depth: int
-    score: int
+_ScopeResult = tuple[list[int], int, int, int]
+"""(GPUs chosen in the scope, cumulative not-empty scopes, depth, score): allocations are built once, for
+the winning scope only."""
 
 
 def _allocate_by_topology(
@@ -643,92 +644,93 @@ def _allocate_by_topology(
         return None, relax(Status.unresolvable(ERR_NODE_MISSING_GPU_DEVICE_TOPOLOGY_TREE))
     if req.gpu_shared and req.number_of_gpus > 1:
         return None, relax(Status.unresolvable(ERR_UNSUPPORTED_MULTI_SHARED_GPU))
-    device_context: dict[int, tuple[bool, int]] = {}
-    result = _allocate_from_scope(req, root, used_hash, free, total, scorer, 0, 0, device_context)
+    result = _allocate_from_scope(req, root, used_hash, free, total, scorer)
     if result is None:
         if req.required_topology_scope:
             return None, Status.unschedulable(ERR_INSUFFICIENT_TOPOLOGY_SCOPED_GPU_DEVICES)
         return None, Status.unschedulable(ERR_INSUFFICIENT_GPU_DEVICES)
-    return [DeviceAllocation(m, dict(req.requests_per_gpu)) for m in result.minors], Status.success()
+    return [DeviceAllocation(m, dict(req.requests_per_gpu)) for m in result[0]], Status.success()
 
 
 def _allocate_from_scope(
     req: GPURequirements,
-    scope: GPUTopologyScope,
+    root: GPUTopologyScope,
     used_hash: int,
     free: DeviceResources,
     total: DeviceResources,
     scorer: DeviceScorer | None,
-    not_empties: int,
-    depth: int,
-    device_context: dict[int, tuple[bool, int]],
 ) -> _ScopeResult | None:
-    if len(scope.minors) < req.number_of_gpus:
+    """Koordinator's ``allocateByTopology`` search: the deepest scope that fits (ties: the one whose path
+    crosses more scopes already in use, then for a shared GPU the better device score). Every device is
+    judged once (``judged``) however many scopes hold it. Reserve runs this for every device pod: the
+    request's fields are bound once and the recursion is a closure."""
+    count = req.number_of_gpus
+    shared = req.gpu_shared
+    per_gpu = req.requests_per_gpu
+    required_level = req.required_topology_scope_level
+    judged: dict[int, tuple[bool, int]] = {}
+
+    def judge(minor: int, scope: GPUTopologyScope) -> tuple[bool, int]:
+        device_free = free.get(minor, {})
+        ok = within(per_gpu, device_free) and minor in total
+        s = 0
+        if ok and shared and scorer is not None:
+            # Koordinator passes (free, total) in this order here, swapped against scoreDevice's
+            # signature; kept so shared-GPU placement matches it.
+            s = scorer.score_device(per_gpu, device_free, scope.minors_resources.get(minor, {}))
+        verdict = judged[minor] = (ok, s)
+        return verdict
+
+    def visit(scope: GPUTopologyScope, not_empties: int, depth: int) -> _ScopeResult | None:
+        depth += 1
+        if scope.minors_hash & used_hash:
+            not_empties += 1
+        best: _ScopeResult | None = None
+        for child in scope.child_scopes:
+            if len(child.minors) < count:
+                continue
+            r = visit(child, not_empties, depth)
+            if r is None or not r[0]:
+                continue
+            if best is None:
+                best = r
+                continue
+            if best[2] < r[2] or (best[2] == r[2] and best[1] < r[1]):
+                best = r
+            if shared and best[2] == r[2] and best[1] == r[1] and best[3] < r[3]:
+                best = r
+        if best is not None:
+            return best
+        if required_level > scope.scope_level:
+            return None
+        candidates: list[int] = []
+        best_minor, best_score = -1, -1
+        satisfied = False
+        for minor in scope.minors:
+            verdict = judged.get(minor)
+            if verdict is None:
+                verdict = judge(minor, scope)
+            ok, s = verdict
+            if not ok:
+                continue
+            if not shared:
+                candidates.append(minor)
+                if len(candidates) == count:
+                    satisfied = True
+                    break
+                continue
+            satisfied = True
+            if s > best_score:
+                best_minor, best_score = minor, s
+        if not satisfied:
+            return None
+        if shared:
+            candidates.append(best_minor)
+        return candidates, not_empties, depth, best_score
+
+    if len(root.minors) < count:
         return None
-    depth += 1
-    if scope.minors_hash & used_hash:
-        not_empties += 1
-    best: _ScopeResult | None = None
-    for child in scope.child_scopes:
-        if len(child.minors) < req.number_of_gpus:
-            continue
-        r = _allocate_from_scope(
-            req, child, used_hash, free, total, scorer, not_empties, depth, device_context
-        )
-        if r is None or not r.minors:
-            continue
-        if best is None:
-            best = r
-            continue
-        if best.depth < r.depth or (
-            best.depth == r.depth and best.cumulative_not_empties < r.cumulative_not_empties
-        ):
-            best = r
-        if (
-            req.gpu_shared
-            and best.depth == r.depth
-            and best.cumulative_not_empties == r.cumulative_not_empties
-            and best.score < r.score
-        ):
-            best = r
-    if best is not None:
-        return best
-    if req.required_topology_scope_level > scope.scope_level:
-        return None
-    candidates: list[int] = []
-    best_minor, best_score = -1, -1
-    satisfied = False
-    for minor in scope.minors:
-        ctx = device_context.get(minor)
-        if ctx is None:
-            device_free = free.get(minor, {})
-            ok = within(req.requests_per_gpu, device_free) and minor in total
-            s = 0
-            if ok and req.gpu_shared and scorer is not None:
-                # Koordinator passes (free, total) in this order here, swapped against scoreDevice's
-                # signature; kept so shared-GPU placement matches it.
-                s = scorer.score_device(
-                    req.requests_per_gpu, device_free, scope.minors_resources.get(minor, {})
-                )
-            ctx = (ok, s)
-            device_context[minor] = ctx
-        ok, s = ctx
-        if not ok:
-            continue
-        if not req.gpu_shared:
-            candidates.append(minor)
-            if len(candidates) == req.number_of_gpus:
-                satisfied = True
-                break
-            continue
-        satisfied = True
-        if s > best_score:
-            best_minor, best_score = minor, s
-    if not satisfied:
-        return None
-    if req.gpu_shared:
-        candidates.append(best_minor)
-    return _ScopeResult(candidates, not_empties, depth, best_score)
+    return visit(root, 0, 0)
 
 
 def fill_gpu_total_memory(allocations: DeviceAllocations, node_device: NodeDevice) -> None:

@@ -44,7 +44,7 @@ _PYTHON_ROWS = 32
 class _RowValues:
     """One row as refreshed: usable GPUs and their free per ``GPU_COLUMNS`` by minor, scored sums."""
 
-    __slots__ = ("free", "free_sum", "has_device", "total_sum", "usable")
+    __slots__ = ("free", "free_refs", "free_sum", "has_device", "total_ref", "total_sum", "usable")
 
     def __init__(
         self,
@@ -53,12 +53,18 @@ class _RowValues:
         free: list[list[int]],
         total_sum: list[int],
         free_sum: list[int],
+        total_ref: object = None,
+        free_refs: list[object] | None = None,
     ) -> None:
         self.has_device = has_device
         self.usable = usable
         self.free = free
         self.total_sum = total_sum
         self.free_sum = free_sum
+        self.total_ref = total_ref
+        """The node's GPU totals map these values were read from (None: nothing to compare with)."""
+        self.free_refs = free_refs or []
+        """Per minor, the free map read (the node cache replaces a device's map whenever it changes)."""
 
 
 class GPUColumns:
@@ -147,23 +153,40 @@ class GPUColumns:
             self._ensure(self._rows, max(total) + 1)
             width = self._minors
         free = nd.free.get(n.GPU, {})
+        sum_total, sum_free = nd.summed(n.GPU)
+        prev = self._values.get(row)
+        if prev is not None and prev.total_ref is total and len(prev.usable) == width:
+            # Same Device object: only the GPUs whose free map was replaced (an allocation touches one or a
+            # few of them) are read again.
+            refs, values = prev.free_refs, prev.free
+            for minor in total:
+                left = free.get(minor)
+                if left is refs[minor] or not prev.usable[minor]:
+                    continue
+                refs[minor] = left
+                for i, name in enumerate(GPU_COLUMNS):
+                    values[i][minor] = left.get(name, 0) if left is not None else 0
+            prev.free_sum = [sum_free.get(name, 0) for name in self.scored]
+            self._unsynced.add(row)
+            return
         usable = [False] * width
         values = [[0] * width for _ in GPU_COLUMNS]
+        free_refs: list[object] = [None] * width
         for minor, res in total.items():
             if not any(res.values()):
                 continue  # unhealthy (or empty): never usable
             usable[minor] = True
-            left = free.get(minor, {})
+            left = free.get(minor)
+            free_refs[minor] = left
             for i, name in enumerate(GPU_COLUMNS):
-                values[i][minor] = left.get(name, 0)
-        sum_total, sum_free = nd.summed(n.GPU)
+                values[i][minor] = left.get(name, 0) if left is not None else 0
         totals = [sum_total.get(name, 0) for name in self.scored]
         for i, t in enumerate(totals):
             if t and not self._scored_present[i]:
                 self._scored_present[i] = True
                 self._epoch += 1  # every cached score now counts this resource
         self._values[row] = _RowValues(
-            True, usable, values, totals, [sum_free.get(name, 0) for name in self.scored]
+            True, usable, values, totals, [sum_free.get(name, 0) for name in self.scored], total, free_refs
         )
         self._unsynced.add(row)
 

@@ -9,7 +9,7 @@ devices behind one minor would be handed out twice). Errors name the Device and 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -98,7 +98,7 @@ class ParsedDevice:
         return self.labels.get(n.LABEL_SECONDARY_DEVICE_WELL_PLANNED) == "true"
 
 
-def hash_minors(minors: Sequence[int]) -> int:
+def hash_minors(minors: Iterable[int]) -> int:
     """A bit per minor: partitions and used sets compare as integers."""
     out = 0
     for minor in minors:

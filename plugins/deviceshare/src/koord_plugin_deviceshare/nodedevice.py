@@ -174,6 +174,7 @@ class NodeDevice:
     """Device totals, usage and VF allocations of one node."""
 
     __slots__ = (
+        "_healthy",
         "_total_sums",
         "allocate_set",
         "device_infos",
@@ -205,6 +206,8 @@ class NodeDevice:
         self.gpu_topology_scope: GPUTopologyScope | None = None
         self.sums: dict[str, tuple[dict[str, int], dict[str, int]]] = {}
         self._total_sums: dict[str, dict[str, int]] = {}
+        self._healthy: dict[str, DeviceResources] = {}
+        """type -> the devices offering something (not unhealthy): per Device object, not per allocation."""
         """type -> (total, free) summed over its devices; dropped whenever free changes (Score reads it)."""
 
     def summed(self, device_type: str) -> tuple[dict[str, int], dict[str, int]]:
@@ -246,8 +249,17 @@ class NodeDevice:
         self.reset_total({t: {minor: {} for minor in res} for t, res in self.total.items()})
         self.gpu_topology_scope = None
 
+    def healthy_total(self, device_type: str) -> DeviceResources:
+        """``total`` of the devices offering any resource (read-only: shared by every allocation)."""
+        cached = self._healthy.get(device_type)
+        if cached is None:
+            total = self.total.get(device_type, {})
+            cached = self._healthy[device_type] = {m: r for m, r in total.items() if any(r.values())}
+        return cached
+
     def reset_total(self, totals: dict[str, DeviceResources]) -> None:
         self._total_sums = {}
+        self._healthy = {}
         for device_type in self.total:
             totals.setdefault(device_type, {})
         self.total = totals
