@@ -19,7 +19,7 @@ from koord_framework.cluster.memory import MemoryCluster
 from koord_framework.cluster.port import EventRecord
 from koord_framework.component import EXIT_FAILED, EXIT_OK, ComponentRunner
 from koord_framework.testing import make_node, make_pod
-from koord_framework.testing.probes import get, wait_for
+from koord_framework.testing.probes import wait_for
 
 
 def test_a_closed_fence_refuses_every_write_and_lets_reads_through() -> None:
@@ -204,7 +204,8 @@ def test_a_failed_renewal_fences_the_writes_at_once() -> None:
         cluster, drain=3.0, grace=10.0, lease_duration=2.0, renew_deadline=1.0, retry_period=0.2
     )
     with running(runner) as (_, result):
-        wait_for(lambda: get(runner.port, "/readyz") == (200, "ok"), 10, "leading")
+        # Not /readyz: a standby is ready by design, before the Lease exists.
+        wait_for(lambda: bool(made) and made[0].started.is_set(), 10, "leading and writing")
         lease = cluster.get("Lease", "thing", "ns")
         lease["spec"]["holderIdentity"] = "thief"
         cluster.update(lease)
