@@ -15,8 +15,9 @@ install: $(STAMP)
 	@# about a third of `koord scheduler`'s start-up otherwise (bench/README.md, Start-up).
 	$(BIN)/python -m compileall -q -j 0 koord_framework $(dir $(LIBS) $(PLUGINS)) >/dev/null
 
-# Re-install when any distribution's metadata changes (new plugin, new entry point, new dependency).
-$(STAMP): pyproject.toml $(LIBS) $(PLUGINS) $(NATIVE)
+# Re-install when any distribution's metadata changes (new plugin, new entry point, new dependency). The
+# folders too: a plugin checked out with an older pyproject.toml than the stamp still adds a folder there.
+$(STAMP): pyproject.toml $(LIBS) $(PLUGINS) $(NATIVE) $(wildcard plugins libs)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[dev]' $(foreach p,$(LIBS) $(PLUGINS),-e $(dir $(p)))
