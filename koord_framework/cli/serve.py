@@ -299,6 +299,47 @@ def _client_limits(args: argparse.Namespace, client_connection: Any) -> tuple[fl
     return qps, burst
 
 
+def _early_lists(name: str, args: argparse.Namespace, kube: Any) -> tuple[str, Any] | None:
+    """For koord-scheduler without leader election: a cluster connected before the profile is loaded,
+    with its Pod and Node lists already started (``KubeCluster.prefetch``), and the kubeconfig it used.
+
+    Start-up (issue 22, gap 4): the API server serialises thousands of pods while this process imports and
+    validates the profile. Only a cheap read of the profile's YAML happens here, for the two fields that
+    decide (``leaderElection.leaderElect`` false, by the file or ``--leader-elect=false``, and the
+    kubeconfig: ``--kubeconfig`` or ``clientConnection.kubeconfig``); ``serve`` uses the result only if the
+    validated profile agrees, and anything unexpected here (a file that does not read, a bad kubeconfig)
+    means no early lists: the profile's loader and the usual connection report it as before. With leader
+    election on nothing is listed early, so a standby replica lists nothing."""
+    if name != "scheduler":
+        return None
+    try:
+        import yaml
+
+        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+        with open(args.config, encoding="utf-8") as source:
+            doc = yaml.load(source, Loader=loader)
+        if isinstance(doc, dict) and doc.get("kind") == "ConfigMap":
+            data = doc.get("data")
+            if not isinstance(data, dict) or len(data) != 1:
+                return None
+            doc = yaml.load(next(iter(data.values())), Loader=loader)
+        if not isinstance(doc, dict):
+            return None
+        election = doc.get("leaderElection")
+        elect = election.get("leaderElect", True) if isinstance(election, dict) else True
+        if args.leader_elect is not None:
+            elect = args.leader_elect == "true"
+        connection = doc.get("clientConnection")
+        kubeconfig = args.kubeconfig or (connection.get("kubeconfig") if isinstance(connection, dict) else "")
+        if elect is not False or not isinstance(kubeconfig, str) or not kubeconfig:
+            return None
+        cluster = kube.from_kubeconfig(kubeconfig, component=f"koord-{name}")
+    except Exception:
+        return None
+    cluster.prefetch(("Pod", "Node"))
+    return kubeconfig, cluster
+
+
 def serve(
     name: str,
     args: argparse.Namespace,
@@ -316,11 +357,17 @@ def serve(
         from koord_framework.config.loader import load_descheduler_config, load_scheduler_config
         from koord_framework.settings import load_settings
 
-        loaded: Any = (
-            load_scheduler_config(args.config)
-            if name == "scheduler"
-            else load_descheduler_config(args.config)
-        )
+        early = _early_lists(name, args, KubeCluster) if cluster is None else None
+        try:
+            loaded: Any = (
+                load_scheduler_config(args.config)
+                if name == "scheduler"
+                else load_descheduler_config(args.config)
+            )
+        except BaseException:
+            if early is not None:
+                early[1].close()
+            raise
     finally:
         importing.done(freeze=False)
     for note in getattr(loaded, "notes", ()):  # an older apiVersion read as v1: say what changed
@@ -342,9 +389,18 @@ def serve(
         connection = getattr(cfg, "client_connection", None)
         qps, burst = _client_limits(args, connection)
         kubeconfig = args.kubeconfig or getattr(connection, "kubeconfig", "") or load_settings().kubeconfig
-        cluster = KubeCluster.from_kubeconfig(
-            kubeconfig or None, qps=qps, burst=burst, component=f"koord-{name}"
-        )
+        if early is not None and early[0] == kubeconfig and not leader_elect:
+            connected: KubeCluster = early[1]  # its lists of Pod and Node are in flight or done
+            connected.transport.set_limits(qps, burst)
+            cluster = connected
+        else:
+            if early is not None:
+                early[1].close()
+            cluster = KubeCluster.from_kubeconfig(
+                kubeconfig or None, qps=qps, burst=burst, component=f"koord-{name}"
+            )
+    elif early is not None:
+        early[1].close()
     port: ClusterPort = cluster
     # The component writes through the fence; the elector renews the Lease through ``port`` itself.
     fence = WriteFence(f"koord-{name}")

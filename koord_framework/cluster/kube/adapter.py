@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -67,6 +68,8 @@ log = logging.getLogger(__name__)
 
 MERGE_PATCH = "application/merge-patch+json"
 _UPDATE_ATTEMPTS = 5
+PREFETCH_MAX_AGE = 30.0
+"""Seconds a prefetched list may wait to be taken; older, it is listed again (``KubeCluster.prefetch``)."""
 
 
 def _meta(obj: Mapping[str, Any]) -> dict[str, Any]:
@@ -113,6 +116,7 @@ class KubeCluster(ClusterPort):
         self.bind_count = 0
         self._lock = threading.Lock()
         self._listed: dict[str, tuple[int, Known]] = {}
+        self._prefetched: dict[str, tuple[threading.Event, dict[str, Any]]] = {}
         self._watchers: set[KindWatcher] = set()
 
     @classmethod
@@ -178,11 +182,51 @@ class KubeCluster(ClusterPort):
         obj = self.transport.request("GET", resource.path(ns, name), f"get {_describe(resource, name, ns)}")
         return self._fill(obj, resource)
 
+    def prefetch(self, kinds: Iterable[str]) -> None:
+        """Start full lists of ``kinds`` in the background: the next full ``list`` of each kind takes the
+        result (waiting while it is in flight). At start-up the API server serialises thousands of pods
+        while the process is still loading its profile (issue 22, gap 4). A prefetch that failed, or that
+        finished more than ``PREFETCH_MAX_AGE`` seconds before it is taken, is listed again by ``list``, so
+        its errors and its freshness are those of the list the caller makes."""
+        for kind in dict.fromkeys(kinds):
+            done, result = threading.Event(), dict[str, Any]()
+            with self._lock:
+                if kind in self._prefetched:
+                    continue
+                self._prefetched[kind] = (done, result)
+            thread = threading.Thread(
+                target=self._prefetch_one, args=(kind, done, result), name=f"prefetch-{kind}", daemon=True
+            )
+            thread.start()
+
+    def _prefetch_one(self, kind: str, done: threading.Event, result: dict[str, Any]) -> None:
+        try:
+            resource = self.resource(kind)
+            result["listed"] = list_all(self.transport, resource, None, page_size=self.page_size)
+            result["at"] = time.monotonic()
+        except BaseException:
+            log.debug("prefetch of %s failed; it is listed again when asked for", kind, exc_info=True)
+        finally:
+            done.set()
+
+    def _take_prefetched(self, kind: str) -> tuple[list[Obj], str] | None:
+        with self._lock:
+            pending = self._prefetched.pop(kind, None)
+        if pending is None:
+            return None
+        done, result = pending
+        done.wait()
+        if "listed" not in result or time.monotonic() - result["at"] > PREFETCH_MAX_AGE:
+            return None
+        listed: tuple[list[Obj], str] = result["listed"]
+        return listed
+
     def list(self, kind: str, namespace: str | None = None) -> tuple[list[Obj], int]:
         resource = self.resource(kind)
         ns = self._namespace(resource, namespace) if namespace is not None else None
+        prefetched = self._take_prefetched(kind) if ns is None else None
         try:
-            items, rv = list_all(self.transport, resource, ns, page_size=self.page_size)
+            items, rv = prefetched or list_all(self.transport, resource, ns, page_size=self.page_size)
         except NotFoundError as err:
             # A collection answers 404 only when its resource is not served (a namespace that does not
             # exist lists as empty): the kind's CRD is missing. Say which, and how to install it.

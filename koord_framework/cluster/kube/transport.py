@@ -1,5 +1,7 @@
 """HTTP to the API server with raw JSON: the only place that touches the ``kubernetes`` client.
 
+A plain kubeconfig is read by kubeconfig.py instead and the client is then not imported at all (start-up).
+
 The generated API methods of the client validate every argument with pydantic and build model objects
 (a ``V1Pod`` costs tens of KiB and a millisecond); the platform speaks JSON dicts (docs/adr/0001). So this
 module uses the client only for what it is good at, loading kubeconfig / in-cluster credentials (tokens,
@@ -18,6 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sys
 import threading
 import time
 import warnings
@@ -31,14 +34,13 @@ from koord_framework.cluster.kinds import KINDS, KindInfo, unknown_kind
 from koord_framework.cluster.kube.connectivity import Connectivity, install_filter
 from koord_framework.cluster.kube.errors import KubeApiError, error_for_status
 from koord_framework.cluster.kube.http import LeanHttp
+from koord_framework.cluster.kube.kubeconfig import read_plain
 from koord_framework.cluster.kube.ratelimit import TokenBucket
 from koord_framework.errors import ClusterError, KubeClientMissingError, NotFoundError
 
 try:
     import urllib3
     import yaml
-    from kubernetes import client as k8s_client
-    from kubernetes import config as k8s_config
 except ImportError as _missing:  # the optional extra koord-framework[kube] (docs/adr/0006)
     raise KubeClientMissingError() from _missing
 
@@ -136,16 +138,33 @@ class Transport:
         user_agent: str = "koord",
     ) -> Transport:
         """Credentials from ``kubeconfig``; without one, in-cluster (service account) credentials when
-        running in a pod, else ``$KUBECONFIG`` or ``~/.kube/config``."""
+        running in a pod, else ``$KUBECONFIG`` or ``~/.kube/config``.
+
+        A plain kubeconfig (static token or certificates, see kubeconfig.py) served by the lean client
+        is read without importing the ``kubernetes`` client (0.3 CPU s of start-up); anything else goes
+        through the client's loader as before."""
+        in_cluster = kubeconfig is None and bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
+        plain = None if in_cluster else read_plain(kubeconfig, context)
+        if plain is not None and LeanHttp.usable(plain):
+            plain.connection_pool_maxsize = max_connections
+            _warn_unverified(plain, kubeconfig)
+            return cls(
+                _LeanOnly(plain),
+                qps=qps,
+                burst=burst,
+                request_timeout=request_timeout,
+                user_agent=user_agent,
+            )
+        k8s_client, k8s_config = _client()
         configuration = k8s_client.Configuration()
-        if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
-            k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        if in_cluster:
+            k8s_config.load_incluster_config(client_configuration=configuration)
         else:
             if kubeconfig and not os.path.isfile(kubeconfig):
                 # The client would say "No configuration found", which reads as an empty file.
                 raise ClusterError(f"kubeconfig {kubeconfig}: no such file")
             try:
-                k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
+                k8s_config.load_kube_config(
                     config_file=kubeconfig,
                     context=context,
                     client_configuration=configuration,
@@ -156,10 +175,7 @@ class Transport:
                 raise ClusterError(f"kubeconfig {kubeconfig or '(default)'}: {err}") from err
         # Must be set before the pool is built: each binder thread needs its own connection.
         configuration.connection_pool_maxsize = max_connections
-        if not configuration.verify_ssl:
-            # Said once here rather than by urllib3 on every request.
-            log.warning("kubeconfig %s: the server's certificate is not verified", kubeconfig or "(default)")
-            warnings.filterwarnings("ignore", category=urllib3.exceptions.InsecureRequestWarning)
+        _warn_unverified(configuration, kubeconfig)
         return cls(
             k8s_client.ApiClient(configuration),
             qps=qps,
@@ -167,6 +183,10 @@ class Transport:
             request_timeout=request_timeout,
             user_agent=user_agent,
         )
+
+    def set_limits(self, qps: float, burst: int) -> None:
+        """Replace the rate limit (a transport made before the profile naming its limits was read)."""
+        self.limiter = TokenBucket(qps, burst)
 
     def close(self) -> None:
         if self.lean is not None:
@@ -255,9 +275,13 @@ class Transport:
         except (OSError, urllib3.exceptions.HTTPError) as err:
             self.connectivity.failed(err)
             raise KubeApiError(0, "ConnectionError", f"{method} {path}: {err}") from err
-        except k8s_client.ApiException as err:  # the client's wrapping of a failed connection
-            self.connectivity.failed(err.reason)
-            raise KubeApiError(0, "ConnectionError", f"{method} {path}: {err.reason}") from err
+        except Exception as err:
+            if not _is_client_exception(err):
+                raise
+            # the client's wrapping of a failed connection
+            reason = getattr(err, "reason", err)
+            self.connectivity.failed(reason)
+            raise KubeApiError(0, "ConnectionError", f"{method} {path}: {reason}") from err
         self.connectivity.ok()
 
     def request(
@@ -346,6 +370,46 @@ class Transport:
         with self._lock:
             self._resources.clear()
             self._discovery.clear()
+
+
+def _client() -> tuple[Any, Any]:
+    """The ``kubernetes`` client's ``client`` and ``config`` modules, imported when first needed."""
+    try:
+        from kubernetes import client as k8s_client
+        from kubernetes import config as k8s_config
+    except ImportError as missing:  # the optional extra koord-framework[kube] (docs/adr/0006)
+        raise KubeClientMissingError() from missing
+    return k8s_client, k8s_config
+
+
+def _is_client_exception(err: Exception) -> bool:
+    """Whether ``err`` is the client's ``ApiException`` (only raised when the client was imported)."""
+    module = sys.modules.get("kubernetes.client")
+    api_exception = getattr(module, "ApiException", None) if module is not None else None
+    return api_exception is not None and isinstance(err, api_exception)
+
+
+def _warn_unverified(configuration: Any, kubeconfig: str | None) -> None:
+    if not configuration.verify_ssl:
+        # Said once here rather than by urllib3 on every request.
+        log.warning("kubeconfig %s: the server's certificate is not verified", kubeconfig or "(default)")
+        warnings.filterwarnings("ignore", category=urllib3.exceptions.InsecureRequestWarning)
+
+
+class _LeanOnly:
+    """Stands in for the client's ``ApiClient`` when the lean client serves every request: it has the
+    configuration and nothing to close (``Transport.raw`` sends nothing through ``rest_client``)."""
+
+    def __init__(self, configuration: Any) -> None:
+        self.configuration = configuration
+        self.rest_client = self
+
+    def close(self) -> None:
+        """Nothing is pooled here; the lean client's connections are closed by the transport."""
+
+    def request(self, method: str, url: str, **_: Any) -> Any:
+        # Only a streamed request with a body would come here; no caller sends one.
+        raise ClusterError(f"{method} {url}: a streamed request with a body needs the kubernetes client")
 
 
 def _query_value(value: Any) -> str:

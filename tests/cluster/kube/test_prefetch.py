@@ -1,0 +1,132 @@
+"""``KubeCluster.prefetch``: a full list started early is taken once by the next full ``list``; a failed or
+stale one is listed again, so the caller sees the list it would have made."""
+
+from __future__ import annotations
+
+import argparse
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from koord_framework.cli import serve as serve_module
+from koord_framework.cluster.kinds import KINDS
+from koord_framework.cluster.kube import KubeCluster
+from koord_framework.cluster.kube import adapter as adapter_module
+from koord_framework.errors import KindNotServedError
+from koord_framework.testing import make_node, make_pod
+from koord_framework.testing.apiserver import FakeApiServer
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[FakeApiServer, Path, dict[str, list[Any]]]]:
+    objects: dict[str, list[Any]] = {"Pod": [make_pod("p1", "d")], "Node": [make_node("n1")]}
+    gate = threading.Event()
+    gate.set()
+
+    def of(kind: str) -> list[Any]:
+        gate.wait(10)
+        return list(objects.get(kind, []))
+
+    with FakeApiServer(KINDS, of, not_served={"PodGroup"}) as server:
+        server.gate = gate  # type: ignore[attr-defined]
+        yield server, server.write_kubeconfig(tmp_path / "kubeconfig"), objects
+
+
+def _lists(server: FakeApiServer, kind: str) -> int:
+    plural = KINDS[kind].plural
+    return sum(1 for r in server.requests if r.split("?")[0].endswith(f"/{plural}"))
+
+
+def test_the_next_full_list_takes_the_prefetched_one_once(served: Any) -> None:
+    server, kubeconfig, objects = served
+    with KubeCluster.from_kubeconfig(str(kubeconfig)) as cluster:
+        server.gate.clear()  # the lists wait in the server: list() must wait for them, not list again
+        cluster.prefetch(["Pod", "Node", "Pod"])
+        objects["Pod"].append(make_pod("p2", "d"))
+        server.gate.set()
+        pods, _ = cluster.list("Pod")
+        assert {p["metadata"]["name"] for p in pods} == {"p1", "p2"}
+        assert _lists(server, "Pod") == 1
+        nodes, _ = cluster.list("Node")
+        assert [n["metadata"]["name"] for n in nodes] == ["n1"]
+        cluster.list("Pod")  # taken once: the next list asks the server
+        assert _lists(server, "Pod") == 2
+        assert _lists(server, "Node") == 1
+
+
+def test_a_namespaced_list_does_not_take_the_prefetch(served: Any) -> None:
+    server, kubeconfig, _ = served
+    with KubeCluster.from_kubeconfig(str(kubeconfig)) as cluster:
+        cluster.prefetch(["Pod"])
+        cluster.list("Pod", "d")
+        cluster.list("Pod")
+        assert _lists(server, "Pod") == 2
+
+
+def test_a_failed_or_stale_prefetch_is_listed_again(served: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    server, kubeconfig, objects = served
+    with KubeCluster.from_kubeconfig(str(kubeconfig)) as cluster:
+        cluster.prefetch(["PodGroup"])
+        with pytest.raises(KindNotServedError, match="PodGroup"):  # the caller's own error, as without it
+            cluster.list("PodGroup")
+        monkeypatch.setattr(adapter_module, "PREFETCH_MAX_AGE", -1.0)
+        cluster.prefetch(["Node"])
+        objects["Node"].append(make_node("n2"))
+        nodes, _ = cluster.list("Node")
+        assert len(nodes) == 2  # listed again: the prefetched one (n1 alone) was too old
+        assert _lists(server, "Node") == 2
+
+
+def _args(config: Path, **overrides: Any) -> argparse.Namespace:
+    values: dict[str, Any] = {"config": str(config), "kubeconfig": None, "leader_elect": None}
+    values.update(overrides)
+    return argparse.Namespace(**values)
+
+
+def _profile(tmp_path: Path, leader_elect: bool, kubeconfig: str = "", wrap: bool = False) -> Path:
+    doc: dict[str, Any] = {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "leaderElection": {"leaderElect": leader_elect},
+    }
+    if kubeconfig:
+        doc["clientConnection"] = {"kubeconfig": kubeconfig}
+    if wrap:
+        doc = {"apiVersion": "v1", "kind": "ConfigMap", "data": {"config.yaml": yaml.safe_dump(doc)}}
+    path = tmp_path / "profile.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def test_serve_lists_early_only_without_leader_election(served: Any, tmp_path: Path) -> None:
+    server, kubeconfig, _ = served
+    early = serve_module._early_lists
+    off = _profile(tmp_path, False)
+    found = early("scheduler", _args(off, kubeconfig=str(kubeconfig)), KubeCluster)
+    assert found is not None and found[0] == str(kubeconfig)
+    found[1].list("Pod")
+    found[1].close()
+    assert _lists(server, "Pod") == 1
+    wrapped = _profile(tmp_path, False, str(kubeconfig), wrap=True)  # kubeconfig from the profile
+    found = early("scheduler", _args(wrapped), KubeCluster)
+    assert found is not None and found[0] == str(kubeconfig)
+    found[1].close()
+    on = _profile(tmp_path, True)
+    assert early("scheduler", _args(on, kubeconfig=str(kubeconfig)), KubeCluster) is None
+    forced_off = _args(on, kubeconfig=str(kubeconfig), leader_elect="false")
+    found = early("scheduler", forced_off, KubeCluster)
+    assert found is not None
+    found[1].close()
+    assert (
+        early("scheduler", _args(off, kubeconfig=str(kubeconfig), leader_elect="true"), KubeCluster) is None
+    )
+    assert early("descheduler", _args(off, kubeconfig=str(kubeconfig)), KubeCluster) is None
+    assert early("scheduler", _args(off), KubeCluster) is None  # no kubeconfig named: nothing early
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("leaderElection: [unclosed\n")
+    assert early("scheduler", _args(broken, kubeconfig=str(kubeconfig)), KubeCluster) is None
+    assert early("scheduler", _args(off, kubeconfig=str(tmp_path / "missing")), KubeCluster) is None
