@@ -1093,9 +1093,12 @@ class Scheduler:
                 if is_reserve_pod(pod):
                     # A reserve pod's PreBind changes belong to its Reservation (cluster-scoped).
                     patch = state.pod_mutation.as_merge_patch()
-                    self.cluster.patch("Reservation", reservation_name_of(pod), "", patch)
+                    self.cluster.patch_no_result("Reservation", reservation_name_of(pod), "", patch)
                 else:
-                    self.cluster.patch("Pod", pod.name, pod.namespace, state.pod_mutation.as_merge_patch())
+                    # The stored pod is not read back: the binding cycle goes on with ``pod``.
+                    self.cluster.patch_no_result(
+                        "Pod", pod.name, pod.namespace, state.pod_mutation.as_merge_patch()
+                    )
             except ClusterError as exc:
                 s = Status.as_error(exc)
         if s.is_success:

@@ -332,3 +332,25 @@ def test_pod_update_that_changes_no_allocation_leaves_the_node_fresh() -> None:
     )
     h.cluster.update(again)
     assert [a.minor for a in plugin._pod_allocations["default/p"][1]["gpu"]] == [5]
+
+
+def test_pod_update_the_handler_does_not_read_is_skipped_and_a_terminal_phase_frees() -> None:
+    h = harness(gpu_node("n1"), make_device("n1"))
+    assert h.schedule_one(make_pod("p", requests={n.NVIDIA_GPU: "1"})).scheduled
+    plugin = plugin_of(h)
+    seen: list[str] = []
+    handle = plugin._on_pod
+
+    def counting(obj: dict[str, Any]) -> None:
+        seen.append(obj["metadata"]["name"])
+        handle(obj)
+
+    plugin._on_pod = counting  # type: ignore[method-assign]
+    pod = h.cluster.get("Pod", "p", "default")
+    pod["metadata"].setdefault("labels", {})["touched"] = "yes"
+    h.cluster.update(pod)
+    assert seen == []  # a label: nothing the device bookkeeping reads
+    assert "default/p" in plugin._pod_allocations
+    h.cluster.patch("Pod", "p", "default", {"status": {"phase": "Succeeded"}}, status=True)
+    assert seen == ["p"]
+    assert "default/p" not in plugin._pod_allocations

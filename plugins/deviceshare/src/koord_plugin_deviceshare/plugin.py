@@ -137,6 +137,18 @@ def _pod_key(obj: Mapping[str, Any]) -> str:
     return f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}"
 
 
+def _device_view(obj: Mapping[str, Any]) -> tuple[object, ...]:
+    """What the pod handler's outcome depends on: key, node, phase and the ``device-allocated`` value."""
+    meta = obj.get("metadata") or {}
+    return (
+        meta.get("namespace"),
+        meta.get("name"),
+        (obj.get("spec") or {}).get("nodeName"),
+        (obj.get("status") or {}).get("phase"),
+        (meta.get("annotations") or {}).get(n.ANNOTATION_DEVICE_ALLOCATED),
+    )
+
+
 def _reserve_pod_view(obj: Mapping[str, Any]) -> dict[str, Any]:
     """The parts of a Reservation the pod handler reads, shaped as its reserve pod (name = uid)."""
     meta = obj.get("metadata") or {}
@@ -362,7 +374,11 @@ class DeviceShare(
                     self._bump(node)
                 self._pod_allocations[key] = (node, allocations, str(raw))
 
-    def _on_pod_update(self, _old: Mapping[str, Any], obj: Mapping[str, Any]) -> None:
+    def _on_pod_update(self, old: Mapping[str, Any], obj: Mapping[str, Any]) -> None:
+        # ``_on_pod`` reads only the key, node, phase and annotation: an update changing none of them
+        # (status, conditions, other annotations -- most pod events) leaves what ``old`` left.
+        if _device_view(old) == _device_view(obj):
+            return
         self._on_pod(obj)
 
     def _on_reservation(self, obj: Mapping[str, Any]) -> None:
