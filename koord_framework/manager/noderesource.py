@@ -127,6 +127,9 @@ class NodeResourcePlugin(Plugin[ArgsT], ExtensionPoint):
     extension_point: ClassVar[str] = "NodeResourceCalculator"
     resource_names: ClassVar[Sequence[str]] = ()
     """The node resources this calculator owns (reset and diffed by name)."""
+    need_sync_message: ClassVar[str] = ""
+    """What the default ``need_sync`` says when one of ``resource_names`` moved (Koordinator's message of
+    this calculator); empty: a message naming the resource and the threshold."""
     annotation_names: ClassVar[Sequence[str]] = ()
     """The node annotations this calculator decides (put on its items' ``annotations``)."""
     watches: ClassVar[Sequence[str]] = ()
@@ -181,7 +184,9 @@ class NodeResourcePlugin(Plugin[ArgsT], ExtensionPoint):
         new = ((new_node.get("status") or {}).get("allocatable")) or {}
         for name in self.resource_names:
             if is_resource_diff(old, new, name, strategy.resource_diff_threshold):
-                return True, f"{name} diff is bigger than threshold {strategy.resource_diff_threshold}"
+                return True, self.need_sync_message or (
+                    f"{name} diff is bigger than threshold {strategy.resource_diff_threshold}"
+                )
         return False, ""
 
     def prepare_meta(

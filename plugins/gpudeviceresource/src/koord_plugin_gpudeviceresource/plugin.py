@@ -20,7 +20,6 @@ from koord_framework.manager.noderesource import (
     NodeResourcePlugin,
     ResourceItem,
     ResourceMetrics,
-    is_resource_diff,
 )
 from koord_framework.plugin import NoArgs
 from koord_plugin_gpudeviceresource.device import DeviceError, healthy_devices, sum_resources
@@ -86,6 +85,7 @@ class GPUDeviceResource(NodeResourcePlugin[GPUDeviceResourceArgs]):
     name: ClassVar[str] = PLUGIN_NAME
     args_model: ClassVar[type[GPUDeviceResourceArgs]] = GPUDeviceResourceArgs
     resource_names: ClassVar[Sequence[str]] = RESOURCE_NAMES
+    need_sync_message: ClassVar[str] = NEED_SYNC_FOR_RESOURCE_DIFF_MSG
     watches: ClassVar[Sequence[str]] = (DEVICE_KIND,)
 
     def wants_event(self, kind: str, old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> bool:
@@ -153,18 +153,6 @@ class GPUDeviceResource(NodeResourcePlugin[GPUDeviceResourceArgs]):
     @staticmethod
     def _reset_items() -> list[ResourceItem]:
         return [ResourceItem(name, reset=True, message=RESET_RESOURCES_MSG) for name in RESOURCE_NAMES]
-
-    def need_sync(
-        self, strategy: ColocationStrategy, old_node: Mapping[str, Any], new_node: Mapping[str, Any]
-    ) -> tuple[bool, str]:
-        """Any GPU resource in allocatable appeared, disappeared or moved by more than the strategy's
-        ``resourceDiffThreshold``; the labels do not count here (``need_sync_meta``)."""
-        old = (old_node.get("status") or {}).get("allocatable") or {}
-        new = (new_node.get("status") or {}).get("allocatable") or {}
-        for name in RESOURCE_NAMES:
-            if is_resource_diff(old, new, name, strategy.resource_diff_threshold):
-                return True, NEED_SYNC_FOR_RESOURCE_DIFF_MSG
-        return False, ""
 
     def prepare_labels(
         self, strategy: ColocationStrategy, node: dict[str, Any], labels: Mapping[str, str]

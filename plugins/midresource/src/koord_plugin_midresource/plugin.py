@@ -33,7 +33,6 @@ from koord_framework.manager.noderesource import (
     PodRecord,
     ResourceItem,
     ResourceMetrics,
-    is_resource_diff,
 )
 from koord_framework.plugin import NoArgs
 
@@ -125,21 +124,12 @@ class MidResource(NodeResourcePlugin[MidResourceArgs]):
     name = "MidResource"
     Args = MidResourceArgs
     resource_names: ClassVar[Sequence[str]] = (MID_CPU, MID_MEMORY)
+    need_sync_message: ClassVar[str] = NEED_SYNC_MESSAGE
 
     def __init__(self, args: MidResourceArgs | Mapping[str, Any] | None = None) -> None:
         super().__init__(args)
         self._pods: dict[str, dict[str, tuple[str, Resources | None]]] = {}
         self._lock = threading.Lock()
-
-    def need_sync(
-        self, strategy: ColocationStrategy, old_node: Mapping[str, Any], new_node: Mapping[str, Any]
-    ) -> tuple[bool, str]:
-        old = ((old_node.get("status") or {}).get("allocatable")) or {}
-        new = ((new_node.get("status") or {}).get("allocatable")) or {}
-        for name in self.resource_names:
-            if is_resource_diff(old, new, name, strategy.resource_diff_threshold):
-                return True, NEED_SYNC_MESSAGE
-        return False, ""
 
     @staticmethod
     def degraded(strategy: ColocationStrategy, metrics: ResourceMetrics) -> bool:

@@ -17,7 +17,6 @@ from koord_framework.manager.noderesource import (
     NodeResourcePlugin,
     ResourceItem,
     ResourceMetrics,
-    is_resource_diff,
 )
 from koord_framework.plugin import NoArgs
 
@@ -65,6 +64,7 @@ class RDMADeviceResource(NodeResourcePlugin[RDMADeviceResourceArgs]):
     name: ClassVar[str] = PLUGIN_NAME
     args_model: ClassVar[type[RDMADeviceResourceArgs]] = RDMADeviceResourceArgs
     resource_names: ClassVar[Sequence[str]] = RESOURCE_NAMES
+    need_sync_message: ClassVar[str] = NEED_SYNC_FOR_RESOURCE_DIFF_MSG
     watches: ClassVar[Sequence[str]] = (DEVICE_KIND,)
 
     def wants_event(self, kind: str, old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> bool:
@@ -99,15 +99,3 @@ class RDMADeviceResource(NodeResourcePlugin[RDMADeviceResourceArgs]):
         if count == 0:
             return [ResourceItem(n, reset=True, message=RESET_RESOURCES_MSG) for n in RESOURCE_NAMES]
         return [ResourceItem(RESOURCE_RDMA, quantity=count * RDMA_PER_DEVICE, message=UPDATE_RESOURCES_MSG)]
-
-    def need_sync(
-        self, strategy: ColocationStrategy, old_node: Mapping[str, Any], new_node: Mapping[str, Any]
-    ) -> tuple[bool, str]:
-        """``koordinator.sh/rdma`` in allocatable appeared, disappeared or moved by more than the strategy's
-        ``resourceDiffThreshold``."""
-        old = (old_node.get("status") or {}).get("allocatable") or {}
-        new = (new_node.get("status") or {}).get("allocatable") or {}
-        for resource in RESOURCE_NAMES:
-            if is_resource_diff(old, new, resource, strategy.resource_diff_threshold):
-                return True, NEED_SYNC_FOR_RESOURCE_DIFF_MSG
-        return False, ""
