@@ -1,5 +1,7 @@
 """Reservation on a real kube-apiserver: a reservation is scheduled (status written through the status
-subresource), a matching pod consumes it, a pod that does not match cannot use its capacity.
+subresource), a matching pod consumes it, a pod that does not match cannot use its capacity; a
+pre-allocating reservation takes over a running owner pod (PreBindReservation patches
+``reservation-allocated`` onto that Pod through the API) and keeps its resources for owners once it is gone.
 
 The scheduler runs in-process on the ``KubeCluster`` adapter (live loop, real clock) with the Reservation
 plugin and the core plugins it needs; a scheduler name and a node label of this test keep it apart from the
@@ -175,3 +177,61 @@ def test_non_owner_cannot_use_reserved_capacity(
     assert not (kube.get("Pod", "intruder", namespace).get("spec") or {}).get("nodeName")
     outcome = [o for o in scheduler.outcomes.values() if o.pod.name == "intruder"]
     assert not outcome or "Insufficient cpu" in outcome[-1].message
+
+
+def test_reservation_pre_allocates_a_running_owner(
+    kube: KubeCluster, namespace: str, scheduler: Scheduler
+) -> None:
+    label = namespace
+    node = f"{namespace}-node"
+    kube.create(_node(node, label))
+
+    def bound(pod: str) -> str:
+        return str((kube.get("Pod", pod, namespace).get("spec") or {}).get("nodeName") or "")
+
+    kube.create(_pod("old", namespace, "3", label, "owner"))
+    wait_for(lambda: bound("old") == node, what="the first owner to be bound")
+    name = f"{namespace}-r"
+    kube.create(
+        {
+            "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+            "kind": "Reservation",
+            "metadata": {"name": name},
+            "spec": {
+                "ttl": "1h",
+                "allocateOnce": False,
+                "allocatePolicy": "Restricted",
+                "preAllocation": True,
+                "owners": [{"labelSelector": {"matchLabels": {"app": "owner"}}}],
+                "template": {
+                    "metadata": {"namespace": namespace},
+                    "spec": {
+                        "schedulerName": SCHEDULER,
+                        "nodeSelector": {"e2e-reservation": label},
+                        "containers": [
+                            {"name": "main", "resources": {"requests": {"cpu": "3", "memory": "1Gi"}}}
+                        ],
+                    },
+                },
+            },
+        }
+    )
+
+    def status() -> dict[str, Any]:
+        return dict(kube.get("Reservation", name).get("status") or {})
+
+    # Only 1 core is free: the reservation is placed by taking over the running owner.
+    wait_for(lambda: status().get("phase") == "Available", what="the reservation to become Available")
+    assert status()["nodeName"] == node
+    annotations = kube.get("Pod", "old", namespace)["metadata"].get("annotations") or {}
+    assert json.loads(annotations[ALLOCATED])["name"] == name
+    wait_for(lambda: bool(status().get("currentOwners")), what="the controller to record the owner")
+    assert [o["name"] for o in status()["currentOwners"]] == ["old"]
+
+    # The pod goes; the reservation keeps its 3 cores for owners only.
+    kube.delete("Pod", "old", namespace)
+    kube.create(_pod("stranger", namespace, "2", label, "someone-else"))
+    kube.create(_pod("heir", namespace, "2", label, "owner"))
+    wait_for(lambda: bound("heir") == node, what="the next owner to use the reservation")
+    time.sleep(2)
+    assert not bound("stranger")
