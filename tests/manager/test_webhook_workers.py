@@ -22,6 +22,8 @@ from koord_framework.manager.webhook import certs
 from koord_framework.manager.webhook.controller import WebhookSettings
 from koord_framework.manager.webhook.runtime import WebhookRuntime, load_handlers
 
+from .test_webhook_writes import _configurations
+
 pytest.importorskip("koord_plugin_colocationprofile")  # the handlers workers rebuild are installed ones
 
 
@@ -31,21 +33,6 @@ def _wait(what: Callable[[], bool], timeout: float = 90.0) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.05)
-
-
-def _configurations(cluster: MemoryCluster) -> None:
-    for kind, name, path in (
-        ("MutatingWebhookConfiguration", "koordinator-mutating-webhook-configuration", "/mutate-pod"),
-        ("ValidatingWebhookConfiguration", "koordinator-validating-webhook-configuration", "/validate-pod"),
-    ):
-        cluster.create(
-            {
-                "apiVersion": "admissionregistration.k8s.io/v1",
-                "kind": kind,
-                "metadata": {"name": name},
-                "webhooks": [{"name": "w.koordinator.sh", "clientConfig": {"service": {"path": path}}}],
-            }
-        )
 
 
 @pytest.fixture

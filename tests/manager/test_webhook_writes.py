@@ -7,8 +7,6 @@ import http.client
 import json
 import ssl
 import threading
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +19,7 @@ from koord_framework.manager.webhook import certs
 from koord_framework.manager.webhook.controller import WebhookSettings
 from koord_framework.manager.webhook.runtime import ClusterWriter, WebhookRuntime, load_handlers
 from koord_framework.manager.webhook.workers import WorkerPool, _RemoteWriter
+from koord_framework.testing.probes import wait_for
 
 QUOTA = {
     "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
@@ -106,12 +105,20 @@ def test_the_manager_does_a_workers_write_and_refuses_other_kinds() -> None:
     pool._writes_pool.shutdown()  # type: ignore[attr-defined]
 
 
-def _wait(what: Callable[[], bool], timeout: float = 90.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not what():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
+def _configurations(cluster: MemoryCluster) -> None:
+    """The two webhook configurations the manager's certificate controller keeps the caBundle of."""
+    for kind, name, path in (
+        ("MutatingWebhookConfiguration", "koordinator-mutating-webhook-configuration", "/mutate-pod"),
+        ("ValidatingWebhookConfiguration", "koordinator-validating-webhook-configuration", "/validate-pod"),
+    ):
+        cluster.create(
+            {
+                "apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": kind,
+                "metadata": {"name": name},
+                "webhooks": [{"name": "w.koordinator.sh", "clientConfig": {"service": {"path": path}}}],
+            }
+        )
 
 
 def _review(i: int) -> dict[str, Any]:
@@ -142,18 +149,7 @@ def _review(i: int) -> dict[str, Any]:
 def test_worker_processes_evaluate_quota_through_the_managers_writes(tmp_path: Path) -> None:
     pytest.importorskip("koord_plugin_elasticquota")
     cluster = MemoryCluster(seed=0)
-    for kind, name, path in (
-        ("MutatingWebhookConfiguration", "koordinator-mutating-webhook-configuration", "/mutate-pod"),
-        ("ValidatingWebhookConfiguration", "koordinator-validating-webhook-configuration", "/validate-pod"),
-    ):
-        cluster.create(
-            {
-                "apiVersion": "admissionregistration.k8s.io/v1",
-                "kind": kind,
-                "metadata": {"name": name},
-                "webhooks": [{"name": "w.koordinator.sh", "clientConfig": {"service": {"path": path}}}],
-            }
-        )
+    _configurations(cluster)
     cluster.create(dict(QUOTA))
     gates = gates_for("manager").parse("EnableQuotaAdmission=true")
     settings = WebhookSettings(
@@ -162,7 +158,7 @@ def test_worker_processes_evaluate_quota_through_the_managers_writes(tmp_path: P
     runtime = WebhookRuntime(cluster, settings, load_handlers(gates), gates=gates)
     runtime.start()
     try:
-        _wait(runtime.ready)
+        wait_for(runtime.ready, 90, "the worker pool to be ready")
         artifacts = certs.read_dir(settings.cert_dir)
         assert artifacts is not None
         ctx = ssl.create_default_context(cadata=artifacts.ca_cert.decode())
@@ -177,14 +173,16 @@ def test_worker_processes_evaluate_quota_through_the_managers_writes(tmp_path: P
             if i < 2:
                 # The next admission may land on the other worker: let the informer carry the write there.
                 want = json.dumps({"cpu": str(i + 1)}, separators=(",", ":"))
-                _wait(
+                wait_for(
                     lambda want=want: (
                         (
                             cluster.get("ElasticQuota", "team-a", "default")["metadata"].get("annotations")
                             or {}
                         ).get("quota.scheduling.koordinator.sh/child-request")
                         == want
-                    )
+                    ),
+                    90,
+                    "the quota's child-request written through the manager",
                 )
     finally:
         runtime.close()
