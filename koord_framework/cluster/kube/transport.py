@@ -17,6 +17,7 @@ a ``status`` subresource is read from discovery rather than assumed.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 import os
@@ -39,10 +40,11 @@ from koord_framework.cluster.kube.ratelimit import TokenBucket
 from koord_framework.errors import ClusterError, KubeClientMissingError, NotFoundError
 
 try:
-    import urllib3
     import yaml
 except ImportError as _missing:  # the optional extra koord-framework[kube] (docs/adr/0006)
     raise KubeClientMissingError() from _missing
+if importlib.util.find_spec("urllib3") is None:  # the same extra; imported only by the client's path
+    raise KubeClientMissingError()
 
 __all__ = ["DEFAULT_BURST", "DEFAULT_QPS", "Resource", "Transport"]
 
@@ -260,7 +262,7 @@ class Transport:
             return response.status, response.response
         try:
             data = response.read()
-        except urllib3.exceptions.HTTPError as err:
+        except client_errors() as err:
             # the server answered: a body cut short is this request's failure, not an outage
             raise KubeApiError(0, "ConnectionError", f"{method} {path}: {err}") from err
         return response.status, data
@@ -272,7 +274,7 @@ class Transport:
         ``KubeApiError(0, "ConnectionError")``; an answer ends an outage."""
         try:
             yield
-        except (OSError, urllib3.exceptions.HTTPError) as err:
+        except (OSError, *client_errors()) as err:
             self.connectivity.failed(err)
             raise KubeApiError(0, "ConnectionError", f"{method} {path}: {err}") from err
         except Exception as err:
@@ -382,6 +384,16 @@ def _client() -> tuple[Any, Any]:
     return k8s_client, k8s_config
 
 
+def client_errors() -> tuple[type[BaseException], ...]:
+    """urllib3's base error, once something imported urllib3, else nothing: the lean client
+    (``http.py``) raises ``OSError`` only, and urllib3 is imported by the ``kubernetes`` client's path
+    alone, so a process that never imported it has none of its errors to catch. Its import is about
+    30 ms of ``koord scheduler``'s start-up (issue 22, gap 4)."""
+    module = sys.modules.get("urllib3.exceptions")
+    error = getattr(module, "HTTPError", None) if module is not None else None
+    return (error,) if isinstance(error, type) else ()
+
+
 def _is_client_exception(err: Exception) -> bool:
     """Whether ``err`` is the client's ``ApiException`` (only raised when the client was imported)."""
     module = sys.modules.get("kubernetes.client")
@@ -393,7 +405,9 @@ def _warn_unverified(configuration: Any, kubeconfig: str | None) -> None:
     if not configuration.verify_ssl:
         # Said once here rather than by urllib3 on every request.
         log.warning("kubeconfig %s: the server's certificate is not verified", kubeconfig or "(default)")
-        warnings.filterwarnings("ignore", category=urllib3.exceptions.InsecureRequestWarning)
+        # By message, not by urllib3's warning class: importing urllib3 for it alone costs more than the
+        # whole kubeconfig (start-up, issue 22); the client imports it when it is used.
+        warnings.filterwarnings("ignore", message="Unverified HTTPS request")
 
 
 class _LeanOnly:

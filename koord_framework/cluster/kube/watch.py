@@ -26,10 +26,8 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
-import urllib3
-
 from koord_framework.cluster.kube.errors import ExpiredError, KubeApiError, error_for_status
-from koord_framework.cluster.kube.transport import Resource, Transport, iter_lines
+from koord_framework.cluster.kube.transport import Resource, Transport, client_errors, iter_lines
 from koord_framework.cluster.port import EventType, Obj, WatchEvent
 from koord_framework.errors import ClusterError
 
@@ -202,7 +200,7 @@ class KindWatcher:
             except Exception as err:
                 if self._stop.is_set():
                     break
-                if isinstance(err, urllib3.exceptions.HTTPError | OSError):
+                if isinstance(err, (OSError, *client_errors())):
                     # The stream broke mid-way (the server went away): usually the first sign of an outage,
                     # before any request fails. Telling the tracker first makes this the outage's one line.
                     self.transport.connectivity.failed(err)
