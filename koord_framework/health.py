@@ -9,6 +9,7 @@ other's series.
 
 from __future__ import annotations
 
+import socketserver
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -28,6 +29,17 @@ def parse_address(address: str, flag: str = "--address") -> tuple[str, int]:
     if not port.isdigit() or int(port) > 65535:
         raise KoordError(f"{flag} {address!r}: expected HOST:PORT")
     return host or "0.0.0.0", int(port)
+
+
+class _Server(ThreadingHTTPServer):
+    def server_bind(self) -> None:
+        # http.server's also resolves the address back to a name (socket.getfqdn: a reverse DNS query,
+        # which can take seconds where DNS does not answer, and imports the idna codec at start-up). Only
+        # CGI and WSGI servers read that name; this one never does.
+        socketserver.TCPServer.server_bind(self)
+        host, port = self.server_address[:2]
+        self.server_name = str(host)
+        self.server_port = int(port)
 
 
 class HealthServer:
@@ -85,7 +97,7 @@ class HealthServer:
                 pass
 
         try:
-            self._server = ThreadingHTTPServer((host, port), Handler)
+            self._server = _Server((host, port), Handler)
         except OSError as err:
             raise KoordError(f"{flag} {address}: {err.strerror or err}") from err
         self._server.daemon_threads = True
