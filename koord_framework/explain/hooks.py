@@ -30,11 +30,13 @@ from __future__ import annotations
 import abc
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from koord_framework.api.objects import PodInfo
-from koord_framework.manager.noderesource import ColocationStrategy, ResourceMetrics
 from koord_framework.scheduler.cycle_state import CycleState
+
+if TYPE_CHECKING:  # koord-scheduler imports this module with Reservation; the manager's is not its to load
+    from koord_framework.manager.noderesource import ColocationStrategy, ResourceMetrics
 
 __all__ = [
     "POD_EXPLAINERS",
