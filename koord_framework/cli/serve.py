@@ -41,6 +41,7 @@ import socket
 import sys
 import threading
 import uuid
+from types import SimpleNamespace
 from typing import Any, Final
 
 from prometheus_client import CollectorRegistry
@@ -80,6 +81,9 @@ EXIT_BAD_INPUT: Final = 2
 
 DEFAULT_ADDRESS = {"scheduler": "0.0.0.0:10251", "descheduler": "0.0.0.0:10251"}
 LEASE_NAMESPACE = "koordinator-system"
+SETTINGS_PREFIX: Final = "KOORD_"
+SETTINGS_DEFAULTS: Final = SimpleNamespace(kubeconfig=None, client_qps=5000.0, client_burst=10000)
+"""``koord_framework.settings.Settings`` with no ``KOORD_*`` variable set (a test keeps them equal)."""
 
 
 # --- the components --------------------------------------------------------------------------------------
@@ -282,10 +286,19 @@ def _check_feature_gates(name: str, gates: str) -> FeatureGates:
     return gates_for(name).parse(gates)
 
 
-def _client_limits(args: argparse.Namespace, client_connection: Any) -> tuple[float, int]:
+def _process_settings() -> Any:
+    """``koord_framework.settings.load_settings()``, or its defaults when no ``KOORD_*`` variable is set:
+    importing pydantic-settings (it brings asyncio and dotenv) is ~30 ms of start-up (issue 22, gap 4),
+    and the settings come from the environment alone."""
+    if not any(key.upper().startswith(SETTINGS_PREFIX) for key in os.environ):
+        return SETTINGS_DEFAULTS
     from koord_framework.settings import load_settings
 
-    settings = load_settings()
+    return load_settings()
+
+
+def _client_limits(args: argparse.Namespace, client_connection: Any) -> tuple[float, int]:
+    settings = _process_settings()
     qps, burst = settings.client_qps, settings.client_burst
     explicit: set[str] = set(getattr(client_connection, "model_fields_set", ()) or ())
     if "qps" in explicit:
@@ -354,11 +367,12 @@ def serve(
     importing = _StartupGC()  # the modules and models made here live as long as the process
     try:
         from koord_framework.cluster.kube import KubeCluster, LeaderElectionConfig
-        from koord_framework.config.loader import load_descheduler_config, load_scheduler_config
-        from koord_framework.settings import load_settings
 
+        # The lists start before the loader's modules are imported: the API server works on them meanwhile.
         early = _early_lists(name, args, KubeCluster) if cluster is None else None
         try:
+            from koord_framework.config.loader import load_descheduler_config, load_scheduler_config
+
             loaded: Any = (
                 load_scheduler_config(args.config)
                 if name == "scheduler"
@@ -388,7 +402,9 @@ def serve(
     if cluster is None:
         connection = getattr(cfg, "client_connection", None)
         qps, burst = _client_limits(args, connection)
-        kubeconfig = args.kubeconfig or getattr(connection, "kubeconfig", "") or load_settings().kubeconfig
+        kubeconfig = (
+            args.kubeconfig or getattr(connection, "kubeconfig", "") or _process_settings().kubeconfig
+        )
         if early is not None and early[0] == kubeconfig and not leader_elect:
             connected: KubeCluster = early[1]  # its lists of Pod and Node are in flight or done
             connected.transport.set_limits(qps, burst)
