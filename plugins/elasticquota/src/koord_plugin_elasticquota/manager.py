@@ -100,6 +100,8 @@ class GroupQuotaManager:
         self.nodes: dict[str, dict[str, int]] = {}
         self.changes = ChangeCounter()
         """Bumped by every calculator change; a quota refreshed since the last bump has a current runtime."""
+        self._deferred: dict[str, tuple[dict[str, int], dict[str, int]]] | None = None
+        """Pod-request deltas per quota, collected while ``defer_requests`` is on."""
         # Only the default tree has the system and default quotas.
         if tree_id == "":
             for name, max_ in ((SYSTEM_QUOTA_NAME, system_max), (DEFAULT_QUOTA_NAME, default_max)):
@@ -518,6 +520,42 @@ class GroupQuotaManager:
         delta_np = mask(subtract(new_np, old_np), names)
         if is_zero(delta) and is_zero(delta_np):
             return
+        self._charge_request(name, delta, delta_np)
+
+    def defer_requests(self) -> None:
+        """Collect the pods' request changes per quota instead of propagating each one up the tree, until
+        ``flush_requests``. The initial replay of thousands of pods then walks the tree once per quota, not
+        once per pod (start-up, issue 22, gap 4). The result is the same: what the walk leaves behind (the
+        sums, each quota's limited request, the calculators' view of it) depends on the sums alone, and only
+        growing deltas are collected, so upstream's clamping at zero never cuts a step short. A delta that
+        shrinks anything first flushes what was collected and is then propagated at once."""
+        if self._deferred is None:
+            self._deferred = {}
+
+    def flush_requests(self) -> None:
+        """Propagate what ``defer_requests`` collected, in the order the quotas were first charged, and stop
+        collecting."""
+        deferred, self._deferred = self._deferred, None
+        for name, (delta, delta_np) in (deferred or {}).items():
+            if name in self.infos:
+                self._update_group_delta_request(name, delta, delta_np, 0)
+
+    def _charge_request(self, name: str, delta: dict[str, int], delta_np: dict[str, int]) -> None:
+        deferred = self._deferred
+        if deferred is not None:
+            if all(v >= 0 for v in delta.values()) and all(v >= 0 for v in delta_np.values()):
+                pending = deferred.get(name)
+                deferred[name] = (
+                    (delta, delta_np)
+                    if pending is None
+                    else (
+                        add(pending[0], delta),
+                        add(pending[1], delta_np),
+                    )
+                )
+                return
+            self.flush_requests()
+            self._deferred = {}
         self._update_group_delta_request(name, delta, delta_np, 0)
 
     def _update_pod_used(self, name: str, old: PodInfo | None, new: PodInfo | None) -> None:

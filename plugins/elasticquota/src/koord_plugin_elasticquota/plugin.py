@@ -153,9 +153,10 @@ class ElasticQuota(
         informer.add_handler(
             "Node", self.quotas.on_node_add, self.quotas.on_node_update, self.quotas.on_node_delete
         )
-        informer.add_handler(
-            "Pod", self.quotas.on_pod_add, self.quotas.on_pod_update, self.quotas.on_pod_delete
-        )
+        with self.quotas.pods_in_bulk():  # the pods listed so far are replayed as adds: charged per quota
+            informer.add_handler(
+                "Pod", self.quotas.on_pod_add, self.quotas.on_pod_update, self.quotas.on_pod_delete
+            )
         from koord_plugin_elasticquota.controllers import QuotaControllers
 
         self.controllers = QuotaControllers(self)

@@ -8,9 +8,10 @@ scheduling state of its own: the plugin, the controllers and the CLI share it, u
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from koord_framework.api.objects import NodeRecord, PodInfo
@@ -85,6 +86,21 @@ class QuotaSet:
     def manager_for_quota(self, name: str) -> GroupQuotaManager:
         tree = self.quota_to_tree.get(name, "")
         return self.trees.get(tree, self.default) if tree else self.default
+
+    @contextlib.contextmanager
+    def pods_in_bulk(self) -> Iterator[None]:
+        """Around a replay of many pod adds (the informer's initial list): each tree propagates its pods'
+        requests once per quota at the end instead of once per pod (``GroupQuotaManager.defer_requests``).
+        The set stays locked meanwhile, so nothing reads a quota whose request is still on its way up."""
+        with self.lock:
+            managers = self.managers()
+            for mgr in managers:
+                mgr.defer_requests()
+            try:
+                yield
+            finally:
+                for mgr in {id(m): m for m in [*managers, *self.managers()]}.values():
+                    mgr.flush_requests()
 
     # --- pod -> quota --------------------------------------------------------------------------------
     def quota_name(self, pod: PodInfo) -> str:
