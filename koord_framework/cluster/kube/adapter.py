@@ -187,7 +187,9 @@ class KubeCluster(ClusterPort):
         result (waiting while it is in flight). At start-up the API server serialises thousands of pods
         while the process is still loading its profile (issue 22, gap 4). A prefetch that failed, or that
         finished more than ``PREFETCH_MAX_AGE`` seconds before it is taken, is listed again by ``list``, so
-        its errors and its freshness are those of the list the caller makes."""
+        its errors and its freshness are those of the list the caller makes. The taker is the informer's
+        first list, which a watch from the list's version follows: like a reflector's first list, these
+        are read from the API server's watch cache (``resourceVersion=0``, one unpaged answer)."""
         for kind in dict.fromkeys(kinds):
             done, result = threading.Event(), dict[str, Any]()
             with self._lock:
@@ -202,7 +204,10 @@ class KubeCluster(ClusterPort):
     def _prefetch_one(self, kind: str, done: threading.Event, result: dict[str, Any]) -> None:
         try:
             resource = self.resource(kind)
-            result["listed"] = list_all(self.transport, resource, None, page_size=self.page_size)
+            # The informer's first list, followed by a watch from its version: from the watch cache.
+            result["listed"] = list_all(
+                self.transport, resource, None, page_size=self.page_size, from_cache=True
+            )
             result["at"] = time.monotonic()
         except BaseException:
             log.debug("prefetch of %s failed; it is listed again when asked for", kind, exc_info=True)

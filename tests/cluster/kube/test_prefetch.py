@@ -130,3 +130,20 @@ def test_serve_lists_early_only_without_leader_election(served: Any, tmp_path: P
     broken.write_text("leaderElection: [unclosed\n")
     assert early("scheduler", _args(broken, kubeconfig=str(kubeconfig)), KubeCluster) is None
     assert early("scheduler", _args(off, kubeconfig=str(tmp_path / "missing")), KubeCluster) is None
+
+
+def test_the_prefetch_reads_the_watch_cache_unpaged_and_other_lists_stay_paged(served: Any) -> None:
+    """A reflector's first list: ``resourceVersion=0`` and no ``limit`` (one answer from the API server's
+    watch cache, issue 22 gap 4); the lists the caller makes itself stay consistent, paged reads."""
+    server, kubeconfig, objects = served
+    objects["Pod"] = [make_pod(f"p{i}", "d") for i in range(7)]
+    with KubeCluster.from_kubeconfig(str(kubeconfig), page_size=3) as cluster:
+        cluster.prefetch(["Pod"])
+        prefetched, _ = cluster.list("Pod")
+        listed, _ = cluster.list("Pod")
+    assert len(prefetched) == len(listed) == 7
+    plural = KINDS["Pod"].plural
+    pod_lists = [r for r in server.requests if r.split("?")[0].endswith(f"/{plural}")]
+    assert "resourceVersion=0" in pod_lists[0] and "limit=" not in pod_lists[0]
+    assert len(pod_lists) == 1 + 3  # the prefetch in one answer, then three pages of three
+    assert all("limit=3" in r and "resourceVersion" not in r for r in pod_lists[1:])
