@@ -39,9 +39,11 @@ RUN /opt/build/bin/pip wheel -q --no-build-isolation --wheel-dir /wheels ".[kube
       /opt/build/bin/pip wheel -q --no-build-isolation --no-deps --wheel-dir /wheels ./native \
       || echo "koord-native not built: the image runs without it (Resctrl reports unsupported)"; \
     fi
-# pip compiles the modules as it installs them: the image's user cannot write bytecode at run time.
+# pip compiles the modules as it installs them: the image's user cannot write bytecode at run time. The
+# methods dataclasses compile at start-up are kept the same way (koord_framework/codecache.py).
 RUN python3 -m venv --without-pip /opt/koord \
- && /opt/build/bin/pip --python /opt/koord/bin/python install -q --no-index --find-links /wheels /wheels/*.whl
+ && /opt/build/bin/pip --python /opt/koord/bin/python install -q --no-index --find-links /wheels /wheels/*.whl \
+ && /opt/koord/bin/python -m koord_framework.cli.codecache -q
 
 FROM ${BASE}
 LABEL org.opencontainers.image.title="koord" \

@@ -14,6 +14,8 @@ install: $(STAMP)
 	@# compiling every module of the tree (PYTHONDONTWRITEBYTECODE=1 stops Python from caching them itself);
 	@# about a third of `koord scheduler`'s start-up otherwise (bench/README.md, Start-up).
 	$(BIN)/python -m compileall -q -j 0 koord_framework $(dir $(LIBS) $(PLUGINS)) >/dev/null
+	@# The same for the methods dataclasses compile when a class is made (koord_framework/codecache.py).
+	$(BIN)/python -m koord_framework.cli.codecache -q
 
 # Re-install when any distribution's metadata changes (new plugin, new entry point, new dependency). The
 # folders too: a plugin checked out with an older pyproject.toml than the stamp still adds a folder there.

@@ -7,6 +7,10 @@ CLI and a testing kit. Every feature lives in a separately installable plugin di
 
 from importlib.metadata import PackageNotFoundError, version
 
+from koord_framework import codecache as _codecache
+
+_codecache.install()  # before any dataclass of the project is made (start-up: codecache.py)
+
 try:
     __version__ = version("koord-framework")
 except PackageNotFoundError:  # running from a source tree that was never installed
