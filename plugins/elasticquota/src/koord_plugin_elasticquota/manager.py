@@ -28,7 +28,7 @@ from typing import Any
 from koord_framework.api.objects import PodInfo
 from koord_framework.api.resources import add, is_zero, mask, max_each, subtract
 from koord_plugin_elasticquota.calculator import ChangeCounter, RuntimeQuotaCalculator
-from koord_plugin_elasticquota.quota_info import QuotaInfo, add_non_negative
+from koord_plugin_elasticquota.quota_info import PodEntry, QuotaInfo, add_non_negative
 from koord_plugin_elasticquota.quota_object import (
     DEFAULT_QUOTA_NAME,
     ROOT_QUOTA_NAME,
@@ -587,8 +587,6 @@ class GroupQuotaManager:
             entry.pod = pod
 
     def _cache_pod(self, name: str, pod: PodInfo, present: bool) -> None:
-        from koord_plugin_elasticquota.quota_info import PodEntry
-
         info = self.infos.get(name)
         if info is None:
             return
@@ -599,10 +597,18 @@ class GroupQuotaManager:
 
     def on_pod_add(self, name: str, pod: PodInfo) -> None:
         info = self.infos.get(name)
-        if info is None or pod.key in info.pods:
+        if info is None:
             return
-        self._cache_pod(name, pod, True)
-        self._update_pod_request(name, None, pod)
+        key = pod.key
+        if key in info.pods:
+            return
+        info.pods[key] = PodEntry(pod)
+        # _update_pod_request(name, None, pod) without its general case: nothing to subtract, and the
+        # non-preemptible part is all or nothing (thousands of adds replay at start-up).
+        names = info.calc.max
+        delta = {k: v for k, v in quota_pod_requests(pod, self.ignore_pod_overhead).items() if k in names}
+        if not is_zero(delta):
+            self._charge_request(name, delta, dict(delta) if is_pod_non_preemptible(pod) else {})
         # After a restart a bound pod arrives as an add: it is assigned from the start.
         if pod.node_name and not pod.is_terminal and not info.is_pod_assigned(pod):
             self._set_assigned(name, pod, True)
