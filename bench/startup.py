@@ -161,7 +161,9 @@ def _compile_bytecode(tree: Path) -> None:
     dirs = [d for d in ("koord_framework", "libs", "plugins") if (tree / d).is_dir()]
     subprocess.run([str(python), "-m", "compileall", "-q", "-j", "0", *dirs], cwd=tree, capture_output=True)
     if (tree / "koord_framework" / "cli" / "codecache.py").exists():  # as make install does
-        subprocess.run([str(python), "-m", "koord_framework.cli.codecache", "-q"], cwd=tree, capture_output=True)
+        subprocess.run(
+            [str(python), "-m", "koord_framework.cli.codecache", "-q"], cwd=tree, capture_output=True
+        )
 
 
 def _koord_args(workdir: Path, server: Any, harness: Any, python: str = sys.executable) -> list[str]:
