@@ -9,7 +9,9 @@ in it by its qualified name; the docstrings are collected by pydantic's own visi
 Whatever this cannot place with certainty (a class made in a function, two classes of one qualified name in
 a module, no source) goes to pydantic's own lookup.
 
-``install()`` runs when ``koord_framework.plugin`` is imported, before any model of the project exists.
+``install()`` runs when ``koord_framework.plugin`` is imported, before any model of the project exists. What
+it reads is also recorded at install time (``koord_framework.codecache``): a start-up then parses no module
+whose file is unchanged since.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ import linecache
 import sys
 from collections.abc import Callable
 from typing import Any
+
+from koord_framework import codecache
 
 __all__ = ["install"]
 
@@ -36,9 +40,25 @@ def _module_tree(filename: str) -> ast.Module | None:
     return _trees[filename]
 
 
+def _module_level(body: list[ast.stmt]) -> list[ast.stmt]:
+    """The statements of a module's top level, those inside its ``if`` / ``try`` / ``with`` blocks too: a
+    class defined under ``if TYPE_CHECKING:`` is still at module level (its qualified name says so)."""
+    out: list[ast.stmt] = []
+    for stmt in body:
+        out.append(stmt)
+        if isinstance(stmt, ast.If):
+            out += _module_level(stmt.body) + _module_level(stmt.orelse)
+        elif isinstance(stmt, ast.Try):
+            for part in (stmt.body, *(h.body for h in stmt.handlers), stmt.orelse, stmt.finalbody):
+                out += _module_level(part)
+        elif isinstance(stmt, ast.With):
+            out += _module_level(stmt.body)
+    return out
+
+
 def _class_node(tree: ast.Module, qualname: str) -> ast.ClassDef | None:
     """The one class statement at ``qualname`` (classes nested in classes only), or None if not one."""
-    body: list[ast.stmt] = tree.body
+    body: list[ast.stmt] = _module_level(tree.body)
     node: ast.ClassDef | None = None
     for part in qualname.split("."):
         found = [s for s in body if isinstance(s, ast.ClassDef) and s.name == part]
@@ -55,6 +75,9 @@ def _fast(original: _Extract, visitor_class: type[ast.NodeVisitor]) -> _Extract:
         filename = getattr(module, "__file__", None)
         if not isinstance(filename, str) or "<" in cls.__qualname__:
             return original(cls, use_inspect=use_inspect)
+        recorded = codecache.attribute_docs_of(filename, cls.__qualname__)
+        if recorded is not None:  # read at install time from this very file (no parse at start-up)
+            return recorded
         tree = _module_tree(filename)
         node = _class_node(tree, cls.__qualname__) if tree is not None else None
         if node is None:
@@ -62,6 +85,7 @@ def _fast(original: _Extract, visitor_class: type[ast.NodeVisitor]) -> _Extract:
         visitor = visitor_class()
         visitor.generic_visit(node)
         attrs: dict[str, str] = getattr(visitor, "attrs", {})
+        codecache.record_attribute_docs(filename, cls.__qualname__, attrs)
         return attrs
 
     extract_docstrings_from_cls.koord_fast = True  # type: ignore[attr-defined]

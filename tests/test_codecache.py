@@ -62,11 +62,12 @@ USE = """
 from pathlib import Path
 import dataclasses
 from koord_framework import codecache
-codecache._table.clear()  # only the table under test (the package's own was read on import)
+for section in (codecache._exec, codecache._eval, codecache._docs):
+    section.clear()  # only the table under test (the package's own was read on import)
 codecache._counts.update(hits=0, misses=0)
 routed_before = getattr(dataclasses.exec, "koord_codecache", False) if hasattr(dataclasses, "exec") else False
 if routed_before:
-    codecache._table.update(codecache._read(Path({table!r})))
+    codecache._exec.update(codecache._read(Path({table!r}))["exec"])
 else:
     codecache.install(Path({table!r}))
 from probe_module import Point, Version
@@ -116,7 +117,7 @@ def test_a_damaged_or_foreign_table_is_ignored(tmp_path: Path) -> None:
 def test_the_table_is_readable_by_everyone_and_keyed_by_the_exact_source(tmp_path: Path) -> None:
     table = _build(tmp_path)
     assert table.stat().st_mode & 0o444 == 0o444  # the image's user did not build it
-    entries = codecache._read(table)
+    entries = codecache._read(table)["exec"]
     assert entries and all(isinstance(k, str) and k.startswith("def __create_fn__") for k in entries)
 
 
@@ -125,3 +126,67 @@ def test_exec_of_anything_but_source_text_passes_through() -> None:
     namespace: dict[str, object] = {}
     routed(compile("x = 1", "<test>", "exec"), namespace)
     assert namespace["x"] == 1
+
+
+def test_compile_is_cached_for_typing_expressions_only() -> None:
+    table: dict[str, object] = {}
+    routed = codecache._cached_compile(table)  # type: ignore[arg-type]
+    assert eval(routed("1 + 2", "<string>", "eval")) == 3
+    assert "1 + 2" in table or not codecache.recording()  # kept only while a build records
+    other = routed("y = 2", "<string>", "exec")  # not an expression typing compiles: passed through
+    assert "y = 2" not in table
+    namespace: dict[str, object] = {}
+    exec(other, namespace)
+    assert namespace["y"] == 2
+
+
+MODELS = '''
+from pydantic import BaseModel, ConfigDict
+
+
+class Limits(BaseModel):
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
+    cpu: int = 0
+    """Cores the thing may use."""
+    memory: "int" = 0
+    """Bytes the thing may use."""
+'''
+
+DOCS = """
+from pathlib import Path
+from koord_framework import codecache, attribute_docs
+for section in (codecache._exec, codecache._eval, codecache._docs):
+    section.clear()
+codecache._docs.update(codecache._read(Path({table!r}))["docs"])
+attribute_docs._trees.clear()
+attribute_docs.install()  # as koord_framework.plugin does
+from models_module import Limits
+result = {{
+    "descriptions": {{k: v.description for k, v in Limits.model_fields.items()}},
+    "parsed": sorted(attribute_docs._trees),
+}}
+"""
+
+
+def test_attribute_docstrings_come_from_the_table_while_the_file_is_unchanged(tmp_path: Path) -> None:
+    (tmp_path / "models_module.py").write_text(MODELS)
+    table = tmp_path / "table.marshal"
+    _run(
+        f"""
+        from pathlib import Path
+        from koord_framework import attribute_docs, codecache
+        attribute_docs.install()
+        entries, failed = codecache.build(Path({str(table)!r}), ["models_module"])
+        result = {{"failed": failed}}
+        """,
+        tmp_path,
+    )
+    expected = {"cpu": "Cores the thing may use.", "memory": "Bytes the thing may use."}
+    fresh = _run(DOCS.format(table=str(table)), tmp_path)
+    assert fresh == {"descriptions": expected, "parsed": []}  # nothing parsed: all from the table
+    source = tmp_path / "models_module.py"
+    source.write_text(MODELS.replace("Cores the thing", "CPUs the thing") + "\n")  # changed since the build
+    changed = _run(DOCS.format(table=str(table)), tmp_path)
+    assert changed["descriptions"] == {**expected, "cpu": "CPUs the thing may use."}
+    assert changed["parsed"] == [str(source)]
