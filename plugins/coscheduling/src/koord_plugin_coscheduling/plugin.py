@@ -54,7 +54,7 @@ from koord_framework.scheduler.interface import (
     ScorePlugin,
 )
 from koord_framework.scheduler.nodeinfo import NodeInfo
-from koord_framework.scheduler.status import Code, Status
+from koord_framework.scheduler.status import SUCCESS, Code, Status
 from koord_plugin_coscheduling.args import CoschedulingArgs
 from koord_plugin_coscheduling.cache import GangCache
 from koord_plugin_coscheduling.constants import (
@@ -70,7 +70,7 @@ from koord_plugin_coscheduling.constants import (
     POD_GROUP_LABEL,
 )
 from koord_plugin_coscheduling.controller import PodGroupController
-from koord_plugin_coscheduling.gang import MemberPod
+from koord_plugin_coscheduling.gang import MemberPod, gang_name_of
 from koord_plugin_coscheduling.manager import GangManager
 from koord_plugin_coscheduling.report import GangReport, gang_reports
 
@@ -181,11 +181,13 @@ class Coscheduling(
             self.handle.activate_pods([PodInfo.from_manifest(obj)])
 
     def pre_enqueue(self, pod: PodInfo) -> Status:
+        if not gang_name_of(pod.labels, pod.annotations):
+            return SUCCESS  # no gang: nothing to count or to wait for (every pending pod at start-up)
         self.cache.ensure_member(pod)
         err = self.manager.pre_enqueue(pod)
         if err:
             return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, self._reasons(err, pod))
-        return Status()
+        return SUCCESS
 
     def next_pod(self) -> str | None:
         member = self.manager.next_pod()
