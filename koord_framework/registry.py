@@ -30,6 +30,8 @@ GROUPS: dict[str, str] = {
 
 @dataclass(frozen=True)
 class PluginInfo:
+    """What ``koord plugins list`` shows of one installed plugin."""
+
     name: str
     group: str
     extension_points: list[str]
@@ -50,6 +52,8 @@ class PluginInfo:
 
 @dataclass
 class _Source:
+    """Where a registered plugin comes from: an entry point, or a class registered in process."""
+
     entry_point: metadata.EntryPoint | None
     known: tuple[str, str] | None = None
     """(distribution, version) when given; else read from the entry point's distribution on first use:

@@ -23,6 +23,8 @@ _EMPTY: Mapping[str, str] = {}
 
 @dataclass(frozen=True, slots=True)
 class OwnerRef:
+    """One ``metadata.ownerReferences`` entry."""
+
     kind: str
     name: str
     uid: str
@@ -31,6 +33,8 @@ class OwnerRef:
 
 @dataclass(frozen=True, slots=True)
 class Taint:
+    """One ``spec.taints`` entry of a node."""
+
     key: str
     value: str
     effect: str
@@ -38,6 +42,8 @@ class Taint:
 
 @dataclass(frozen=True, slots=True)
 class ContainerInfo:
+    """A container's name, parsed requests and limits, and kind (app, init, sidecar)."""
+
     name: str
     requests: Mapping[str, int]
     limits: Mapping[str, int]
@@ -49,6 +55,8 @@ class ContainerInfo:
 
 @dataclass(frozen=True, slots=True)
 class HostPort:
+    """A host port a container asks for (``ports[].hostPort``)."""
+
     protocol: str
     ip: str
     port: int

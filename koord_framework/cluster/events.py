@@ -240,12 +240,16 @@ class _TokenBucket:
 
 @dataclass(slots=True)
 class _Aggregate:
+    """The distinct messages of similar events seen within the aggregation window, and when last."""
+
     messages: set[str]
     last: float
 
 
 @dataclass(slots=True)
 class _Observation:
+    """How often one event was recorded, and the Event object that counts it on the server."""
+
     count: int
     first_timestamp: float
     name: str

@@ -58,6 +58,8 @@ def _no_watch() -> None:
 
 @dataclass(frozen=True, eq=False)
 class _Handlers:
+    """The callbacks one ``add_handler`` registered for a kind."""
+
     on_add: OnAdd | None
     on_update: OnUpdate | None
     on_delete: OnDelete | None

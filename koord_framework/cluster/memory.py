@@ -123,6 +123,8 @@ ResourceExpiredError = ExpiredError
 
 @dataclass(eq=False)
 class _Subscription:
+    """One subscriber of the embedded cluster: the kinds it follows and where it started."""
+
     kinds: frozenset[str]
     handler: Handler
     start_rv: int

@@ -27,6 +27,8 @@ EventType = Literal["ADDED", "MODIFIED", "DELETED"]
 
 @dataclass(frozen=True)
 class WatchEvent:
+    """One change of a watched kind, as a subscription delivers it (ADDED, MODIFIED, DELETED)."""
+
     type: EventType
     kind: str
     obj: Obj

@@ -106,6 +106,8 @@ RegistryProvider: TypeAlias = Callable[[str], PluginRegistry]
 
 @dataclass(frozen=True)
 class ResolvedSchedulerProfile:
+    """One scheduler profile, its plugins merged with the defaults and their args validated."""
+
     scheduler_name: str
     percentage_of_nodes_to_score: int | None
     """The profile's own value; None means the configuration's."""
@@ -126,6 +128,8 @@ class ResolvedSchedulerProfile:
 
 @dataclass(frozen=True)
 class LoadedSchedulerConfig:
+    """A validated koord-scheduler configuration and its resolved profiles."""
+
     source: str
     config: sched.KubeSchedulerConfiguration
     profiles: tuple[ResolvedSchedulerProfile, ...]
@@ -142,6 +146,8 @@ class LoadedSchedulerConfig:
 
 @dataclass(frozen=True)
 class ResolvedDeschedulerProfile:
+    """One descheduler profile, its plugins and their args validated."""
+
     name: str
     plugins: desched.EffectiveDeschedulerPlugins
     args: Mapping[str, PluginArgs]
@@ -157,6 +163,8 @@ class ResolvedDeschedulerProfile:
 
 @dataclass(frozen=True)
 class LoadedDeschedulerConfig:
+    """A validated koord-descheduler configuration and its resolved profiles."""
+
     source: str
     config: desched.DeschedulerConfiguration
     profiles: tuple[ResolvedDeschedulerProfile, ...]
@@ -165,6 +173,8 @@ class LoadedDeschedulerConfig:
 
 @dataclass(frozen=True)
 class LoadedKoordletConfig:
+    """A validated koordlet configuration and its resolved strategies and hooks."""
+
     source: str
     config: klet.KoordletConfiguration
     resolved: klet.ResolvedKoordlet
@@ -361,6 +371,8 @@ def _block_offset(text: str, value_node: Node) -> _Offset | None:
 
 @dataclass
 class _Document:
+    """The configuration document found in a file (itself or a ConfigMap's key) and what is wrong."""
+
     data: Any
     component: Component | None
     problems: list[Problem]

@@ -37,6 +37,8 @@ log = logging.getLogger(__name__)
 
 @dataclass(slots=True)
 class _PodState:
+    """A pod the cache counts; an assumed one carries its binding's deadline."""
+
     pod: PodInfo
     deadline: float | None = None
     binding_finished: bool = False

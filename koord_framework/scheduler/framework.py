@@ -274,12 +274,16 @@ def distinct_statuses(statuses: Mapping[str, Status]) -> list[Status]:
 
 @dataclass(slots=True)
 class ScoreOutcome:
+    """The weighted totals per feasible node, and each plugin's scores when they are kept."""
+
     totals: Int64Array
     plugins: dict[str, PluginScores] | None = None
 
 
 @dataclass(slots=True)
 class _Filter:
+    """A Filter plugin of the profile, with its vectorised form when it has one."""
+
     name: str
     plugin: FilterPlugin
     vector: VectorFilter | None
@@ -287,6 +291,8 @@ class _Filter:
 
 @dataclass(slots=True)
 class _Score:
+    """A Score plugin of the profile with its weight, vectorised form and normalisation."""
+
     name: str
     plugin: ScorePlugin
     vector: VectorScore | None

@@ -82,6 +82,8 @@ class PostFilterResult:
 
 @dataclass(slots=True)
 class NodeScore:
+    """A node's score from one Score plugin."""
+
     name: str
     score: int
 

@@ -50,6 +50,8 @@ FORCE_ACTIVATE = ClusterEvent("ForceActivate", "*")
 
 @dataclass(eq=False, slots=True)
 class _Entry:
+    """A pod in the scheduling queue and where it is (active, backoff, unschedulable, in flight)."""
+
     info: QueuedPodInfo
     seq: int
     where: str = ""

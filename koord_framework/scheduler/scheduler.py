@@ -285,6 +285,8 @@ class NodeToStatus(NodeToStatusReader):
 
 @dataclass(slots=True)
 class _CycleResult:
+    """What one scheduling cycle decided, with the details ``--explain`` reports."""
+
     node: str | None
     status: Status
     diagnosis: Diagnosis | None = None

@@ -42,6 +42,8 @@ _LABELS = {
 
 @dataclass(frozen=True, slots=True)
 class Status:
+    """The outcome of a plugin at an extension point: a code, reasons and the plugin that said so."""
+
     code: Code = Code.SUCCESS
     reasons: tuple[str, ...] = ()
     plugin: str = ""

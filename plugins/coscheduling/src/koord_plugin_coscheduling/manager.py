@@ -76,6 +76,8 @@ class GangSchedulingContext:
 
 @dataclass(frozen=True, slots=True)
 class GangBindingInfo:
+    """The gang group a bound pod belongs to and how many members it has."""
+
     gang_group_id: str
     member_count: int
 

@@ -15,6 +15,8 @@ __all__ = ["GangReport", "gang_reports"]
 
 @dataclass
 class GangReport:
+    """One gang's state as ``koord simulate`` and ``koord explain`` report it."""
+
     gang: str
     gang_group: str
     mode: str

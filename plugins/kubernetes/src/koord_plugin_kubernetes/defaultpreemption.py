@@ -78,6 +78,8 @@ def _lowest_priority_rows(
 
 @dataclass(frozen=True, slots=True)
 class Candidate:
+    """A node where preemption would fit the pod, the pods it would evict and the PDBs it would violate."""
+
     name: str
     victims: tuple[PodInfo, ...]
     num_pdb_violations: int
@@ -85,6 +87,8 @@ class Candidate:
 
 @dataclass(frozen=True, slots=True)
 class _PDB:
+    """A PodDisruptionBudget as preemption counts it."""
+
     namespace: str
     selector: Any
     allowed: int

@@ -69,6 +69,8 @@ Pair = tuple[str, str]
 
 @dataclass(frozen=True, slots=True)
 class AffinityTerm:
+    """One pod (anti-)affinity term, parsed: the pods it selects, their namespaces, the topology key."""
+
     namespaces: frozenset[str]
     selector: LabelSelector
     topology_key: str

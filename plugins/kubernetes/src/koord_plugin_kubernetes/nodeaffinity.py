@@ -62,6 +62,8 @@ _PRE_SCORE_KEY = "PreScoreNodeAffinity"
 
 @dataclass(frozen=True, slots=True)
 class _Required:
+    """The pod's required node affinity, parsed once per pod (CycleState)."""
+
     affinity: RequiredNodeAffinity
     signature: str
 

@@ -74,6 +74,8 @@ _INT32_MAX = 2**31 - 1
 
 @dataclass(frozen=True, slots=True)
 class Constraint:
+    """One ``topologySpreadConstraints`` entry, parsed."""
+
     max_skew: int
     topology_key: str
     selector: LabelSelector
@@ -139,6 +141,8 @@ def count_matching(pods: Mapping[str, PodInfo], selector: LabelSelector, namespa
 
 @dataclass(slots=True)
 class PreFilterState:
+    """The hard constraints of the pod and the matching pods per topology domain."""
+
     constraints: list[Constraint]
     tp_counts: list[dict[str, int]] = field(default_factory=list)
     """Per constraint: topology value -> matching pods."""
@@ -174,6 +178,8 @@ class PreFilterState:
 
 @dataclass(slots=True)
 class PreScoreState:
+    """The soft constraints of the pod, the matching pods per domain and their weights."""
+
     constraints: list[Constraint]
     ignored_nodes: set[str]
     counts: list[dict[str, int]]

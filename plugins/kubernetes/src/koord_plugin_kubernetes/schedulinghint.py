@@ -36,6 +36,8 @@ STATE_KEY = "SchedulingHintState"
 
 @dataclass(frozen=True, slots=True)
 class Hint:
+    """The ``scheduling-hint`` annotation of a pod, parsed."""
+
     node_names: tuple[str, ...] = ()
     preferred_node_names: tuple[str, ...] = ()
     extensions: Mapping[str, Any] = field(default_factory=dict)
@@ -43,6 +45,8 @@ class Hint:
 
 @dataclass(slots=True)
 class SchedulingHintState:
+    """The hint's nodes for this cycle (CycleState)."""
+
     pre_filter_nodes: list[str]
     preferred_nodes: list[str]
     extensions: Mapping[str, Any]

@@ -62,6 +62,8 @@ METRIC_DOCS: Final = {
 
 @dataclass(frozen=True)
 class Collectors:
+    """The plugin's Prometheus collectors of one registry."""
+
     rejections: Counter
     staleness: Gauge
     expired: Gauge

@@ -23,6 +23,8 @@ __all__ = ["FilterProfile", "base_profile", "node_profile"]
 
 @dataclass(frozen=True, slots=True)
 class FilterProfile:
+    """The thresholds a node's usage is filtered with, per class of pod."""
+
     usage: Vec
     """Thresholds (percent) for pods judged on the node's whole usage; all zero disables them."""
     prod: Vec
