@@ -97,8 +97,16 @@ class SharedInformer:
         # both list it and the second result is dropped: no lock is held while listing, so a handler that
         # reads a kind not followed yet cannot deadlock with a thread listing it.
         list_shared = getattr(self.cluster, "list_shared", None)  # the embedded cluster's stored dicts
+        # A real cluster's first list comes from the API server's watch cache, as a reflector's does; one
+        # listed again because the watch could not start from it is a consistent read.
+        list_to_watch = getattr(self.cluster, "list_to_watch", None)
         for attempt in range(_RELIST_ATTEMPTS):
-            objs, rv = list_shared(kind) if list_shared is not None else self.cluster.list(kind)
+            if list_shared is not None:
+                objs, rv = list_shared(kind)
+            elif list_to_watch is not None and attempt == 0:
+                objs, rv = list_to_watch(kind)
+            else:
+                objs, rv = self.cluster.list(kind)
             with self._dispatch_lock:
                 if kind in self._unsubscribe:
                     return  # another thread's list came first

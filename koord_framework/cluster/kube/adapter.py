@@ -187,9 +187,10 @@ class KubeCluster(ClusterPort):
         result (waiting while it is in flight). At start-up the API server serialises thousands of pods
         while the process is still loading its profile (issue 22, gap 4). A prefetch that failed, or that
         finished more than ``PREFETCH_MAX_AGE`` seconds before it is taken, is listed again by ``list``, so
-        its errors and its freshness are those of the list the caller makes. The taker is the informer's
-        first list, which a watch from the list's version follows: like a reflector's first list, these
-        are read from the API server's watch cache (``resourceVersion=0``, one unpaged answer)."""
+        its errors and its freshness are those of the list the caller makes; one not taken by then is
+        dropped. The taker is the informer's first list, which a watch from the list's version follows: like
+        a reflector's first list, these are read from the API server's watch cache (``resourceVersion=0``,
+        one unpaged answer)."""
         for kind in dict.fromkeys(kinds):
             done, result = threading.Event(), dict[str, Any]()
             with self._lock:
@@ -213,6 +214,16 @@ class KubeCluster(ClusterPort):
             log.debug("prefetch of %s failed; it is listed again when asked for", kind, exc_info=True)
         finally:
             done.set()
+        # Not taken in time (a standby replica waiting for the Lease): too old to use, so not kept either.
+        expiry = threading.Timer(PREFETCH_MAX_AGE, self._drop_prefetched, args=(kind, done))
+        expiry.daemon = True
+        expiry.start()
+
+    def _drop_prefetched(self, kind: str, done: threading.Event) -> None:
+        with self._lock:
+            pending = self._prefetched.get(kind)
+            if pending is not None and pending[0] is done:
+                del self._prefetched[kind]
 
     def _take_prefetched(self, kind: str) -> tuple[list[Obj], str] | None:
         with self._lock:
@@ -227,11 +238,22 @@ class KubeCluster(ClusterPort):
         return listed
 
     def list(self, kind: str, namespace: str | None = None) -> tuple[list[Obj], int]:
+        return self._list(kind, namespace, from_cache=False)
+
+    def list_to_watch(self, kind: str) -> tuple[list[Obj], int]:
+        """A full list that a watch from its version follows (the informer's first list): as a reflector's,
+        read from the API server's watch cache (``resourceVersion=0``: one unpaged answer, no read of etcd)
+        or taken from ``prefetch``. It may lag the newest writes by a moment; the watch delivers them."""
+        return self._list(kind, None, from_cache=True)
+
+    def _list(self, kind: str, namespace: str | None, *, from_cache: bool) -> tuple[list[Obj], int]:
         resource = self.resource(kind)
         ns = self._namespace(resource, namespace) if namespace is not None else None
         prefetched = self._take_prefetched(kind) if ns is None else None
         try:
-            items, rv = prefetched or list_all(self.transport, resource, ns, page_size=self.page_size)
+            items, rv = prefetched or list_all(
+                self.transport, resource, ns, page_size=self.page_size, from_cache=from_cache and ns is None
+            )
         except NotFoundError as err:
             # A collection answers 404 only when its resource is not served (a namespace that does not
             # exist lists as empty): the kind's CRD is missing. Say which, and how to install it.

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,8 @@ import pytest
 import yaml
 
 from koord_framework.cli import serve as serve_module
+from koord_framework.cluster.fence import FencedCluster, WriteFence
+from koord_framework.cluster.informer import SharedInformer
 from koord_framework.cluster.kinds import KINDS
 from koord_framework.cluster.kube import KubeCluster
 from koord_framework.cluster.kube import adapter as adapter_module
@@ -102,7 +105,9 @@ def _profile(tmp_path: Path, leader_elect: bool, kubeconfig: str = "", wrap: boo
     return path
 
 
-def test_serve_lists_early_only_without_leader_election(served: Any, tmp_path: Path) -> None:
+def test_serve_lists_early_with_or_without_leader_election(served: Any, tmp_path: Path) -> None:
+    """The lists start before the profile loads whenever a kubeconfig is named: with leader election too,
+    as kube-scheduler's informers start before the election (a standby drops them, see below)."""
     server, kubeconfig, _ = served
     early = serve_module._early_lists
     off = _profile(tmp_path, False)
@@ -116,20 +121,48 @@ def test_serve_lists_early_only_without_leader_election(served: Any, tmp_path: P
     assert found is not None and found[0] == str(kubeconfig)
     found[1].close()
     on = _profile(tmp_path, True)
-    assert early("scheduler", _args(on, kubeconfig=str(kubeconfig)), KubeCluster) is None
-    forced_off = _args(on, kubeconfig=str(kubeconfig), leader_elect="false")
-    found = early("scheduler", forced_off, KubeCluster)
-    assert found is not None
-    found[1].close()
-    assert (
-        early("scheduler", _args(off, kubeconfig=str(kubeconfig), leader_elect="true"), KubeCluster) is None
-    )
+    for args in (
+        _args(on, kubeconfig=str(kubeconfig)),
+        _args(off, kubeconfig=str(kubeconfig), leader_elect="true"),
+    ):
+        found = early("scheduler", args, KubeCluster)
+        assert found is not None and found[0] == str(kubeconfig)
+        found[1].close()
     assert early("descheduler", _args(off, kubeconfig=str(kubeconfig)), KubeCluster) is None
     assert early("scheduler", _args(off), KubeCluster) is None  # no kubeconfig named: nothing early
     broken = tmp_path / "broken.yaml"
     broken.write_text("leaderElection: [unclosed\n")
     assert early("scheduler", _args(broken, kubeconfig=str(kubeconfig)), KubeCluster) is None
     assert early("scheduler", _args(off, kubeconfig=str(tmp_path / "missing")), KubeCluster) is None
+
+
+def test_a_prefetch_not_taken_in_time_is_dropped(served: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A standby replica's early lists are not kept while it waits for the Lease: the memory of 5,000 pods
+    for a list it could not use anyway (too old by the time it leads)."""
+    _, kubeconfig, _ = served
+    monkeypatch.setattr(adapter_module, "PREFETCH_MAX_AGE", 0.05)
+    with KubeCluster.from_kubeconfig(str(kubeconfig)) as cluster:
+        cluster.prefetch(["Pod"])
+        deadline = time.monotonic() + 10
+        while cluster._prefetched and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert not cluster._prefetched
+
+
+def test_the_informers_first_list_reads_the_watch_cache(served: Any) -> None:
+    """``list_to_watch`` (what the informer's first list uses) asks ``resourceVersion=0``, through the
+    write fence too; a plain ``list`` stays a consistent read."""
+    server, kubeconfig, _ = served
+    with KubeCluster.from_kubeconfig(str(kubeconfig)) as cluster:
+        fenced = FencedCluster(cluster, WriteFence("test"))
+        informer = SharedInformer(fenced)
+        informer.ensure("Pod")
+        cluster.list("Pod")
+        informer.stop()
+    plural = KINDS["Pod"].plural
+    pod_lists = [r for r in server.requests if r.split("?")[0].endswith(f"/{plural}") and "watch" not in r]
+    assert "resourceVersion=0" in pod_lists[0]
+    assert "resourceVersion" not in pod_lists[1]
 
 
 def test_the_prefetch_reads_the_watch_cache_unpaged_and_other_lists_stay_paged(served: Any) -> None:
