@@ -313,16 +313,17 @@ def _client_limits(args: argparse.Namespace, client_connection: Any) -> tuple[fl
 
 
 def _early_lists(name: str, args: argparse.Namespace, kube: Any) -> tuple[str, Any] | None:
-    """For koord-scheduler without leader election: a cluster connected before the profile is loaded,
-    with its Pod and Node lists already started (``KubeCluster.prefetch``), and the kubeconfig it used.
+    """For koord-scheduler: a cluster connected before the profile is loaded, with its Pod and Node lists
+    already started (``KubeCluster.prefetch``), and the kubeconfig it used.
 
     Start-up (issue 22, gap 4): the API server serialises thousands of pods while this process imports and
-    validates the profile. Only a cheap read of the profile's YAML happens here, for the two fields that
-    decide (``leaderElection.leaderElect`` false, by the file or ``--leader-elect=false``, and the
-    kubeconfig: ``--kubeconfig`` or ``clientConnection.kubeconfig``); ``serve`` uses the result only if the
-    validated profile agrees, and anything unexpected here (a file that does not read, a bad kubeconfig)
-    means no early lists: the profile's loader and the usual connection report it as before. With leader
-    election on nothing is listed early, so a standby replica lists nothing."""
+    validates the profile. Only a cheap read of the profile's YAML happens here, for the field that
+    decides (the kubeconfig: ``--kubeconfig`` or ``clientConnection.kubeconfig``); ``serve`` uses the
+    result only if the validated profile agrees, and anything unexpected here (a file that does not read, a
+    bad kubeconfig) means no early lists: the profile's loader and the usual connection report it as
+    before. With leader election the lists are made too, as kube-scheduler's informers start before the
+    election: a replica that wins the Lease at once (the usual start) schedules from them, and a standby
+    drops them after ``PREFETCH_MAX_AGE`` and lists anew when it leads."""
     if name != "scheduler":
         return None
     try:
@@ -338,14 +339,10 @@ def _early_lists(name: str, args: argparse.Namespace, kube: Any) -> tuple[str, A
             doc = yaml.load(next(iter(data.values())), Loader=loader)
         if not isinstance(doc, dict):
             return None
-        election = doc.get("leaderElection")
-        elect = election.get("leaderElect", True) if isinstance(election, dict) else True
-        if args.leader_elect is not None:
-            elect = args.leader_elect == "true"
         connection = doc.get("clientConnection")
         kubeconfig = args.kubeconfig or (connection.get("kubeconfig") if isinstance(connection, dict) else "")
-        if elect is not False or not isinstance(kubeconfig, str) or not kubeconfig:
-            return None
+        if not isinstance(kubeconfig, str) or not kubeconfig:
+            return None  # in-cluster credentials: the client's loader, after the profile as before
         cluster = kube.from_kubeconfig(kubeconfig, component=f"koord-{name}")
     except Exception:
         return None
@@ -405,7 +402,7 @@ def serve(
         kubeconfig = (
             args.kubeconfig or getattr(connection, "kubeconfig", "") or _process_settings().kubeconfig
         )
-        if early is not None and early[0] == kubeconfig and not leader_elect:
+        if early is not None and early[0] == kubeconfig:
             connected: KubeCluster = early[1]  # its lists of Pod and Node are in flight or done
             connected.transport.set_limits(qps, burst)
             cluster = connected
