@@ -7,10 +7,14 @@ case itself: one file, a context naming a cluster (``server``, ``certificate-aut
 ``insecure-skip-tls-verify``, ``tls-server-name``) and a user with a static ``token``,
 ``username``/``password``, or a client certificate (``client-certificate[-data]`` / ``client-key[-data]``).
 
+It also reads in-cluster credentials (``read_in_cluster``: the service account's token and CA, the API
+server from ``KUBERNETES_SERVICE_HOST`` / ``_PORT``), the way koord runs in a pod. The token is read again
+when its file changes (the kubelet rotates bound service-account tokens), as the client re-reads it.
+
 Anything else returns None and the caller uses the client's loader exactly as before: exec plugins and
-auth providers (tokens that refresh), ``tokenFile``, proxies, several files in ``$KUBECONFIG``, in-cluster
-credentials, and any file this reader finds malformed, so every error message about a bad kubeconfig is
-still the client's.
+auth providers (tokens that refresh), ``tokenFile``, proxies, several files in ``$KUBECONFIG``, and any
+file or service-account directory this reader finds incomplete, so every error message about bad
+credentials is still the client's.
 """
 
 from __future__ import annotations
@@ -21,13 +25,17 @@ import binascii
 import os
 import shutil
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-__all__ = ["PlainConfig", "read_plain"]
+__all__ = ["SERVICE_ACCOUNT_DIR", "PlainConfig", "read_in_cluster", "read_plain"]
+
+SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+"""Where a pod finds its service account's ``token`` and ``ca.crt`` (client-go's, the client's)."""
 
 # The keys this reader understands; a cluster or user entry with any other key is left to the client.
 _CLUSTER_KEYS = frozenset(
@@ -68,14 +76,35 @@ class PlainConfig:
     connection_pool_maxsize: int | None = None
     headers: dict[str, str] = field(default_factory=dict)
     """Authentication headers (``Authorization``), constant for a plain kubeconfig."""
+    token_file: str | None = None
+    """A bearer token read from this file, again whenever the file changes (in-cluster credentials)."""
+    _token_stamp: tuple[int, int] | None = field(default=None, repr=False)
     proxy: None = None
     socket_options: None = None
     retries: None = None
     keep_alive: bool = False
 
     def auth_settings(self) -> dict[str, dict[str, str]]:
-        """In the shape of the client's ``Configuration.auth_settings()``."""
+        """In the shape of the client's ``Configuration.auth_settings()`` (the transport asks at most once
+        a second: a token file is looked at as often)."""
+        if self.token_file is not None:
+            self._reread_token()
         return {name: {"in": "header", "key": name, "value": value} for name, value in self.headers.items()}
+
+    def _reread_token(self) -> None:
+        assert self.token_file is not None
+        try:
+            st = os.stat(self.token_file)
+            stamp = (st.st_mtime_ns, st.st_size)
+            if stamp == self._token_stamp:
+                return
+            with open(self.token_file, encoding="utf-8") as source:
+                token = source.read().strip()
+        except OSError:
+            return  # keep the last token: the next request's 401 says more than a missing file here
+        if token:
+            self.headers["authorization"] = f"Bearer {token}"
+            self._token_stamp = stamp
 
 
 def _default_path() -> str | None:
@@ -147,6 +176,29 @@ def read_plain(kubeconfig: str | None, context: str | None = None) -> PlainConfi
         return _resolve(doc, context, Path(path).resolve().parent)
     except (_Unsupported, OSError, UnicodeDecodeError, yaml.YAMLError):
         return None
+
+
+def read_in_cluster(
+    directory: str | None = None, environ: Mapping[str, str] | None = None
+) -> PlainConfig | None:
+    """In-cluster credentials as the client's ``load_incluster_config`` reads them (the API server at
+    ``https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT``, the service account's token and CA), or
+    None when something is missing or empty: the client's loader then says what."""
+    env = os.environ if environ is None else environ
+    directory = directory or SERVICE_ACCOUNT_DIR
+    host, port = env.get("KUBERNETES_SERVICE_HOST") or "", env.get("KUBERNETES_SERVICE_PORT") or ""
+    token_file, ca_file = os.path.join(directory, "token"), os.path.join(directory, "ca.crt")
+    if not host or not port or not os.path.isfile(token_file) or not os.path.isfile(ca_file):
+        return None
+    try:
+        if os.path.getsize(ca_file) == 0:
+            return None
+    except OSError:
+        return None
+    address = f"[{host}]:{port}" if ":" in host or "%" in host else f"{host}:{port}"  # net.JoinHostPort
+    config = PlainConfig(host=f"https://{address}", ssl_ca_cert=ca_file, token_file=token_file)
+    config._reread_token()
+    return config if "authorization" in config.headers else None
 
 
 def _resolve(doc: Any, context: str | None, base: Path) -> PlainConfig | None:

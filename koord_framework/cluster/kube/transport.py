@@ -35,7 +35,7 @@ from koord_framework.cluster.kinds import KINDS, KindInfo, unknown_kind
 from koord_framework.cluster.kube.connectivity import Connectivity, install_filter
 from koord_framework.cluster.kube.errors import KubeApiError, error_for_status
 from koord_framework.cluster.kube.http import LeanHttp
-from koord_framework.cluster.kube.kubeconfig import read_plain
+from koord_framework.cluster.kube.kubeconfig import read_in_cluster, read_plain
 from koord_framework.cluster.kube.ratelimit import TokenBucket
 from koord_framework.errors import ClusterError, KubeClientMissingError, NotFoundError
 
@@ -142,11 +142,11 @@ class Transport:
         """Credentials from ``kubeconfig``; without one, in-cluster (service account) credentials when
         running in a pod, else ``$KUBECONFIG`` or ``~/.kube/config``.
 
-        A plain kubeconfig (static token or certificates, see kubeconfig.py) served by the lean client
-        is read without importing the ``kubernetes`` client (0.3 CPU s of start-up); anything else goes
-        through the client's loader as before."""
+        A plain kubeconfig (static token or certificates, see kubeconfig.py) or in-cluster credentials
+        served by the lean client are read without importing the ``kubernetes`` client (0.3 CPU s of
+        start-up); anything else goes through the client's loader as before."""
         in_cluster = kubeconfig is None and bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
-        plain = None if in_cluster else read_plain(kubeconfig, context)
+        plain = read_in_cluster() if in_cluster else read_plain(kubeconfig, context)
         if plain is not None and LeanHttp.usable(plain):
             plain.connection_pool_maxsize = max_connections
             _warn_unverified(plain, kubeconfig)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,7 @@ import pytest
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
-from koord_framework.cluster.kube.kubeconfig import read_plain
+from koord_framework.cluster.kube.kubeconfig import read_in_cluster, read_plain
 from koord_framework.cluster.kube.transport import Transport, _LeanOnly
 from koord_framework.errors import ClusterError
 
@@ -169,3 +170,75 @@ def test_a_plain_kubeconfig_does_not_import_the_client(tmp_path: Path) -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+# --- in-cluster credentials ------------------------------------------------------------------------
+def _service_account(tmp_path: Path, token: str = "t0k", ca: bytes = PEM_A) -> Path:
+    directory = tmp_path / "serviceaccount"
+    directory.mkdir(exist_ok=True)
+    (directory / "token").write_text(token)
+    (directory / "ca.crt").write_bytes(ca)
+    return directory
+
+
+@pytest.mark.parametrize("host", ["10.96.0.1", "fd00::1"])
+def test_in_cluster_credentials_read_as_the_client_reads_them(tmp_path: Path, host: str) -> None:
+    from kubernetes.config.incluster_config import InClusterConfigLoader
+
+    directory = _service_account(tmp_path)
+    environ = {"KUBERNETES_SERVICE_HOST": host, "KUBERNETES_SERVICE_PORT": "443"}
+    ours = read_in_cluster(str(directory), environ)
+    theirs = k8s_client.Configuration()
+    InClusterConfigLoader(  # type: ignore[no-untyped-call]
+        token_filename=str(directory / "token"), cert_filename=str(directory / "ca.crt"), environ=environ
+    ).load_and_set(theirs)
+    assert ours is not None
+    assert ours.host == theirs.host
+    assert ours.ssl_ca_cert == theirs.ssl_ca_cert and ours.verify_ssl and theirs.verify_ssl
+    settings = theirs.auth_settings()["BearerToken"]
+    assert ours.auth_settings()["authorization"]["value"].lower() == str(settings["value"]).lower()
+
+
+def test_a_rotated_service_account_token_is_read_again(tmp_path: Path) -> None:
+    directory = _service_account(tmp_path, token="first")
+    environ = {"KUBERNETES_SERVICE_HOST": "10.96.0.1", "KUBERNETES_SERVICE_PORT": "443"}
+    ours = read_in_cluster(str(directory), environ)
+    assert ours is not None
+    assert ours.auth_settings()["authorization"]["value"] == "Bearer first"
+    (directory / "token").write_text("second, rotated by the kubelet")
+    assert ours.auth_settings()["authorization"]["value"] == "Bearer second, rotated by the kubelet"
+    (directory / "token").unlink()  # a moment without the file: the last token is kept
+    assert ours.auth_settings()["authorization"]["value"] == "Bearer second, rotated by the kubelet"
+
+
+def test_incomplete_in_cluster_credentials_are_left_to_the_client(tmp_path: Path) -> None:
+    environ = {"KUBERNETES_SERVICE_HOST": "10.96.0.1", "KUBERNETES_SERVICE_PORT": "443"}
+    assert read_in_cluster(str(tmp_path / "none"), environ) is None  # no service account mounted
+    assert read_in_cluster(str(_service_account(tmp_path)), {"KUBERNETES_SERVICE_HOST": "10.96.0.1"}) is None
+    assert read_in_cluster(str(_service_account(tmp_path, token="")), environ) is None  # empty token
+    assert read_in_cluster(str(_service_account(tmp_path, ca=b"")), environ) is None  # empty CA
+
+
+def test_in_cluster_credentials_do_not_import_the_client(tmp_path: Path) -> None:
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is needed to make a CA certificate")
+    subprocess.run(
+        [
+            "openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+            "-keyout", str(tmp_path / "key.pem"), "-out", str(tmp_path / "ca.pem"), "-subj", "/CN=kube-ca",
+        ],
+        check=True,
+        capture_output=True,
+    )  # fmt: skip
+    directory = _service_account(tmp_path, ca=(tmp_path / "ca.pem").read_bytes())
+    probe = (
+        "import sys\n"
+        "from koord_framework.cluster.kube import kubeconfig\n"
+        f"kubeconfig.SERVICE_ACCOUNT_DIR = {str(directory)!r}\n"
+        "from koord_framework.cluster.kube.transport import Transport\n"
+        "t = Transport.from_kubeconfig(None)\n"
+        "print(t.configuration.host, 'kubernetes' in sys.modules)\n"
+    )
+    env = {"KUBERNETES_SERVICE_HOST": "10.96.0.1", "KUBERNETES_SERVICE_PORT": "6443", "PATH": "/usr/bin:/bin"}
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, env=env)
+    assert out.stdout.split() == ["https://10.96.0.1:6443", "False"]
