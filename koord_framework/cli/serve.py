@@ -318,7 +318,8 @@ def _early_lists(name: str, args: argparse.Namespace, kube: Any) -> tuple[str, A
 
     Start-up (issue 22, gap 4): the API server serialises thousands of pods while this process imports and
     validates the profile. Only a cheap read of the profile's YAML happens here, for the field that
-    decides (the kubeconfig: ``--kubeconfig`` or ``clientConnection.kubeconfig``); ``serve`` uses the
+    decides (the kubeconfig: ``--kubeconfig``, ``clientConnection.kubeconfig``, ``$KOORD_KUBECONFIG``, else
+    in-cluster credentials or the default file, as ``serve`` connects after the profile); ``serve`` uses the
     result only if the validated profile agrees, and anything unexpected here (a file that does not read, a
     bad kubeconfig) means no early lists: the profile's loader and the usual connection report it as
     before. With leader election the lists are made too, as kube-scheduler's informers start before the
@@ -340,10 +341,17 @@ def _early_lists(name: str, args: argparse.Namespace, kube: Any) -> tuple[str, A
         if not isinstance(doc, dict):
             return None
         connection = doc.get("clientConnection")
-        kubeconfig = args.kubeconfig or (connection.get("kubeconfig") if isinstance(connection, dict) else "")
-        if not isinstance(kubeconfig, str) or not kubeconfig:
-            return None  # in-cluster credentials: the client's loader, after the profile as before
-        cluster = kube.from_kubeconfig(kubeconfig, component=f"koord-{name}")
+        kubeconfig = (
+            args.kubeconfig
+            or (connection.get("kubeconfig") if isinstance(connection, dict) else "")
+            or _process_settings().kubeconfig
+            or ""
+        )
+        if not isinstance(kubeconfig, str):
+            return None
+        # None: in-cluster credentials in a pod, else the default kubeconfig, as the connection made after
+        # the profile would use.
+        cluster = kube.from_kubeconfig(kubeconfig or None, component=f"koord-{name}")
     except Exception:
         return None
     cluster.prefetch(("Pod", "Node"))
@@ -402,7 +410,7 @@ def serve(
         kubeconfig = (
             args.kubeconfig or getattr(connection, "kubeconfig", "") or _process_settings().kubeconfig
         )
-        if early is not None and early[0] == kubeconfig:
+        if early is not None and early[0] == (kubeconfig or ""):
             connected: KubeCluster = early[1]  # its lists of Pod and Node are in flight or done
             connected.transport.set_limits(qps, burst)
             cluster = connected

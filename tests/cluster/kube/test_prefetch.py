@@ -105,7 +105,9 @@ def _profile(tmp_path: Path, leader_elect: bool, kubeconfig: str = "", wrap: boo
     return path
 
 
-def test_serve_lists_early_with_or_without_leader_election(served: Any, tmp_path: Path) -> None:
+def test_serve_lists_early_with_or_without_leader_election(
+    served: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The lists start before the profile loads whenever a kubeconfig is named: with leader election too,
     as kube-scheduler's informers start before the election (a standby drops them, see below)."""
     server, kubeconfig, _ = served
@@ -129,7 +131,11 @@ def test_serve_lists_early_with_or_without_leader_election(served: Any, tmp_path
         assert found is not None and found[0] == str(kubeconfig)
         found[1].close()
     assert early("descheduler", _args(off, kubeconfig=str(kubeconfig)), KubeCluster) is None
-    assert early("scheduler", _args(off), KubeCluster) is None  # no kubeconfig named: nothing early
+    # None named, none by default, not in a pod: the connection after the profile reports it.
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert early("scheduler", _args(off), KubeCluster) is None
     broken = tmp_path / "broken.yaml"
     broken.write_text("leaderElection: [unclosed\n")
     assert early("scheduler", _args(broken, kubeconfig=str(kubeconfig)), KubeCluster) is None
