@@ -31,6 +31,7 @@ kube-scheduler's 50/100) and every response body is read in full, which returns 
 
 from __future__ import annotations
 
+import builtins
 import logging
 import threading
 import time
@@ -240,13 +241,13 @@ class KubeCluster(ClusterPort):
     def list(self, kind: str, namespace: str | None = None) -> tuple[list[Obj], int]:
         return self._list(kind, namespace, from_cache=False)
 
-    def list_to_watch(self, kind: str) -> tuple[list[Obj], int]:
+    def list_to_watch(self, kind: str) -> tuple[builtins.list[Obj], int]:
         """A full list that a watch from its version follows (the informer's first list): as a reflector's,
         read from the API server's watch cache (``resourceVersion=0``: one unpaged answer, no read of etcd)
         or taken from ``prefetch``. It may lag the newest writes by a moment; the watch delivers them."""
         return self._list(kind, None, from_cache=True)
 
-    def _list(self, kind: str, namespace: str | None, *, from_cache: bool) -> tuple[list[Obj], int]:
+    def _list(self, kind: str, namespace: str | None, *, from_cache: bool) -> tuple[builtins.list[Obj], int]:
         resource = self.resource(kind)
         ns = self._namespace(resource, namespace) if namespace is not None else None
         prefetched = self._take_prefetched(kind) if ns is None else None

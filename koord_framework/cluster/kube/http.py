@@ -119,7 +119,8 @@ class LeanHttp:
 
     # --- connections ---------------------------------------------------------------------------------
     def _connect(self, timeout: float | None) -> _Connection:
-        sock = socket.create_connection((self._address, self.port), timeout)
+        # typeshed says str; getaddrinfo takes bytes as well (see __init__)
+        sock = socket.create_connection((self._address, self.port), timeout)  # type: ignore[arg-type]
         try:
             # One send per request, but the answer to a small one must not wait for a delayed ACK.
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

@@ -274,7 +274,7 @@ class Transport:
         ``KubeApiError(0, "ConnectionError")``; an answer ends an outage."""
         try:
             yield
-        except (OSError, *client_errors()) as err:
+        except connection_errors() as err:
             self.connectivity.failed(err)
             raise KubeApiError(0, "ConnectionError", f"{method} {path}: {err}") from err
         except Exception as err:
@@ -392,6 +392,11 @@ def client_errors() -> tuple[type[BaseException], ...]:
     module = sys.modules.get("urllib3.exceptions")
     error = getattr(module, "HTTPError", None) if module is not None else None
     return (error,) if isinstance(error, type) else ()
+
+
+def connection_errors() -> tuple[type[BaseException], ...]:
+    """What a failed connection raises: ``OSError``, and urllib3's errors once urllib3 is imported."""
+    return (OSError, *client_errors())
 
 
 def _is_client_exception(err: Exception) -> bool:

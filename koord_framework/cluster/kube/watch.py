@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from koord_framework.cluster.kube.errors import ExpiredError, KubeApiError, error_for_status
-from koord_framework.cluster.kube.transport import Resource, Transport, client_errors, iter_lines
+from koord_framework.cluster.kube.transport import Resource, Transport, connection_errors, iter_lines
 from koord_framework.cluster.port import EventType, Obj, WatchEvent
 from koord_framework.errors import ClusterError
 
@@ -210,7 +210,7 @@ class KindWatcher:
             except Exception as err:
                 if self._stop.is_set():
                     break
-                if isinstance(err, (OSError, *client_errors())):
+                if isinstance(err, connection_errors()):
                     # The stream broke mid-way (the server went away): usually the first sign of an outage,
                     # before any request fails. Telling the tracker first makes this the outage's one line.
                     self.transport.connectivity.failed(err)
