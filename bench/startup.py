@@ -9,6 +9,11 @@ exec, and its CPU seconds are the process's (all threads, user + system) at that
 10 ms). After each run the pods it bound are replaced by fresh pending ones (deleted at once: with no
 kubelet a bound pod deleted gracefully would stay Terminating and every later run would list more pods).
 
+``--instructions`` runs the scheduler under valgrind's callgrind instead and reports the instructions it
+executed up to its first binding (``callgrind_control -e`` the moment the audit log shows it): a figure
+that does not move with the machine's load, for A/B comparisons on a shared machine (valgrind from
+Debian's packages; each run takes minutes).
+
 ``--against DIR`` alternates each run with one of the checkout at ``DIR`` (its ``.venv/bin/python``, run
 from ``DIR``): an A/B on the same API server and the same load. Each figure comes with the 1-minute load
 average at its start, since the machine may be shared. Bytecode is compiled for the checkout(s) first, as
@@ -22,6 +27,7 @@ import argparse
 import importlib.util
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -156,6 +162,27 @@ class _CpuSampler:
         return before[-1] if before else float("nan")
 
 
+def _real_python(python: Path) -> str:
+    """The interpreter itself, not a shim script: valgrind does not follow the shim's exec."""
+    out = subprocess.run(
+        [str(python), "-c", "import sys; print(sys.executable)"], capture_output=True, text=True, check=True
+    )
+    return out.stdout.strip() or str(python)
+
+
+def _instructions(pid: int) -> int:
+    """Instructions executed so far by every thread of a process running under callgrind."""
+    out = subprocess.run(["callgrind_control", "-e", str(pid)], capture_output=True, text=True, check=True)
+    total = 0
+    for line in out.stdout.splitlines():
+        parts = line.split()
+        if len(parts) >= 3 and parts[0] == "Th":
+            total += int(parts[2].replace(",", ""))
+    if total == 0:
+        raise RuntimeError(f"callgrind_control -e {pid} reported no counts: {out.stdout!r}")
+    return total
+
+
 def _compile_bytecode(tree: Path) -> None:
     python = tree / ".venv" / "bin" / "python"
     dirs = [d for d in ("koord_framework", "libs", "plugins") if (tree / d).is_dir()]
@@ -189,7 +216,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pods", type=int, default=5000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--against", type=Path, metavar="DIR", help="another checkout to alternate with")
+    parser.add_argument(
+        "--instructions", action="store_true", help="count instructions to the first bind under callgrind"
+    )
     args = parser.parse_args(argv)
+    if args.instructions and shutil.which("callgrind_control") is None:
+        print("bench.startup: --instructions needs valgrind (apt-get install valgrind)", file=sys.stderr)
+        return 2
     trees = [ROOT] + ([args.against.resolve()] if args.against else [])
     for tree in trees:
         _compile_bytecode(tree)
@@ -205,6 +238,15 @@ def main(argv: list[str] | None = None) -> int:
         for run in range(args.runs):
             for tree in trees:
                 command = _koord_args(workdir, server, harness, str(tree / ".venv" / "bin" / "python"))
+                if args.instructions:
+                    real = _real_python(tree / ".venv" / "bin" / "python")
+                    command = [
+                        "valgrind",
+                        "--tool=callgrind",
+                        "--callgrind-out-file=/dev/null",
+                        real,
+                        *command[1:],
+                    ]
                 log = workdir / f"run-{run}-{len(results[str(tree)])}-{tree.name}.log"
                 load = os.getloadavg()[0]
                 offset = _audit_size(server)
@@ -214,14 +256,22 @@ def main(argv: list[str] | None = None) -> int:
                         command, cwd=tree, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
                     )
                 sampler = _CpuSampler(proc.pid)
+                instructions = 0
                 try:
-                    first = _first_bind_after(server, began, offset)
+                    first = _first_bind_after(server, began, offset, 1800.0 if args.instructions else 120.0)
+                    if first is not None and args.instructions:
+                        instructions = _instructions(proc.pid)
                     cpu = sampler.at(first) if first is not None else float("nan")
                 finally:
                     harness.stop_process(proc)
                 if first is None:
                     print(f"run {run} ({tree}): no binding within the timeout; see {log}", file=sys.stderr)
                     return 1
+                if args.instructions:
+                    results[str(tree)].append({"instructions": instructions, "load1": round(load, 1)})
+                    print(f"run {run} ({tree}): {instructions:,} instructions to the first bind", flush=True)
+                    _refill(kube, scheduler, run * len(trees) + trees.index(tree))
+                    continue
                 results[str(tree)].append(
                     {"first_bind_s": round(first - began, 2), "cpu_s": round(cpu, 2), "load1": round(load, 1)}
                 )
@@ -233,6 +283,10 @@ def main(argv: list[str] | None = None) -> int:
                 _refill(kube, scheduler, run * len(trees) + trees.index(tree))
         summary = []
         for tree, runs in results.items():
+            if args.instructions:
+                counts = [int(r["instructions"]) for r in runs]
+                summary.append({"tree": tree, "instructions": counts, "median": statistics.median(counts)})
+                continue
             summary.append(
                 {
                     "scheduler": "koord scheduler",
@@ -251,8 +305,6 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         server.stop()
         if os.environ.get("KEEP") != "1":
-            import shutil
-
             shutil.rmtree(workdir, ignore_errors=True)
     return 0
 
