@@ -46,8 +46,8 @@ import sys
 import threading
 import time
 import uuid
-from pathlib import Path
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from prometheus_client import CollectorRegistry

@@ -31,7 +31,6 @@ from koord_framework.cluster.port import EventRecord
 from koord_framework.errors import ClusterError, KoordError
 from koord_framework.manager.controllerplugin import ManagerController
 from koord_framework.plugin import NoArgs
-
 from koord_plugin_elasticquota.quota_object import LABEL_QUOTA_TREE_ID
 from koord_plugin_elasticquota.quota_profile import ProfileError, QuotaPlan, QuotaProfile, plan_root_quota
 

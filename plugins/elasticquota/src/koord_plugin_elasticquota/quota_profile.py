@@ -10,6 +10,7 @@ or not-Ready nodes are written as JSON annotations on the quota.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import re
@@ -19,7 +20,6 @@ from typing import Any, Final
 
 from koord_framework.api.quantity import BINARY_SI, DECIMAL_SI, Quantity, QuantityError
 from koord_framework.api.selectors import LabelSelector, SelectorError, parse_label_selector
-
 from koord_plugin_elasticquota.quota_object import (
     ANNOTATION_TOTAL_RESOURCE,
     LABEL_QUOTA_IS_ROOT,
@@ -187,10 +187,8 @@ class QuotaProfile:
         raw_keys = annotations.get(ANNOTATION_RESOURCE_KEYS)
         if raw_keys is not None:
             decoded: object = _UNPARSED
-            try:
+            with contextlib.suppress(TypeError, ValueError):
                 decoded = json.loads(raw_keys)
-            except (TypeError, ValueError):
-                pass
             if decoded is None:  # JSON null: Go leaves the slice nil, so no resource is kept
                 keys = []
             elif isinstance(decoded, list) and all(isinstance(k, str) for k in decoded):
