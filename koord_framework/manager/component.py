@@ -133,7 +133,7 @@ class ManagerComponent:
         context = _PluginContext(cluster, self.informer, gates if gates is not None else gates_for("manager"))
         for plugin in self.controller_plugins:
             plugin.bind(context)
-        self.extra = [Controller(p) for p in self.controller_plugins]
+        self.extra = [Controller(_PluginReconciler(p)) for p in self.controller_plugins]
         # The config controller runs first in each round, so nodes are reconciled with the current config.
         self.loop = ControllerLoop([self.sloconfig, *per_node, *self.extra], registry, resync)
         self.plugins = list(plugins)
@@ -246,6 +246,20 @@ class ManagerComponent:
             plugin.close()
         for controller in self.controller_plugins:
             controller.close()
+
+
+class _PluginReconciler:
+    """A controller plugin as the loop's ``Reconciler`` (its name is a class attribute there)."""
+
+    def __init__(self, plugin: ManagerController[Any]) -> None:
+        self.plugin = plugin
+        self.name = plugin.name
+
+    def all_keys(self) -> Iterable[str]:
+        return self.plugin.all_keys()
+
+    def reconcile(self, key: str) -> float | None:
+        return self.plugin.reconcile(key)
 
 
 class _PluginContext:

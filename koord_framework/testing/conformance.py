@@ -666,7 +666,8 @@ class ManagerControllerConformance(PluginConformance):
 
             def get(self, kind: str, name: str, namespace: str = "") -> dict[str, Any] | None:
                 for o in objects.get(kind, []):
-                    meta = o.get("metadata") if isinstance(o.get("metadata"), dict) else {}
+                    raw = o.get("metadata")
+                    meta: dict[str, Any] = raw if isinstance(raw, dict) else {}
                     if meta.get("name") == name and (meta.get("namespace") or "") in (namespace, ""):
                         return o
                 return None
