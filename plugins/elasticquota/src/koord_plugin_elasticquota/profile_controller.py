@@ -113,7 +113,7 @@ class QuotaProfileController(ManagerController[NoArgs]):
             raise KoordError(str(exc)) from None
         for warning in profile.warnings:
             self._warn(obj, REASON_INVALID_PROFILE, warning)
-        if not (obj.get("metadata") or {}).get("labels", {}).get(LABEL_QUOTA_TREE_ID):
+        if not ((obj.get("metadata") or {}).get("labels") or {}).get(LABEL_QUOTA_TREE_ID):
             # Raises on failure: retried with backoff before the quota is written, as Koordinator does.
             self.context.cluster.patch(
                 PROFILE, name, namespace, {"metadata": {"labels": {LABEL_QUOTA_TREE_ID: profile.tree_id}}}

@@ -150,7 +150,8 @@ class QuotaProfile:
     def parse(cls, obj: Mapping[str, Any]) -> QuotaProfile:
         """Raises ``ProfileError`` for what leaves no quota to build (no quota name, a selector that does not
         parse, quota labels that are not strings)."""
-        meta = obj.get("metadata") or {}
+        raw_meta = obj.get("metadata")
+        meta: Mapping[str, Any] = raw_meta if isinstance(raw_meta, Mapping) else {}
         namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
         where = f"ElasticQuotaProfile {namespace}/{name}"
         spec = obj.get("spec")
@@ -183,8 +184,8 @@ class QuotaProfile:
                     f"{where}: spec.resourceRatio: {raw_ratio!r} is not a number in (0, 1]; using 1"
                 )
         keys = list(DEFAULT_RESOURCE_KEYS)
-        annotations = meta.get("annotations") or {}
-        raw_keys = annotations.get(ANNOTATION_RESOURCE_KEYS)
+        annotations = meta.get("annotations")
+        raw_keys = annotations.get(ANNOTATION_RESOURCE_KEYS) if isinstance(annotations, Mapping) else None
         if raw_keys is not None:
             decoded: object = _UNPARSED
             with contextlib.suppress(TypeError, ValueError):
@@ -198,7 +199,10 @@ class QuotaProfile:
                     f"{where}: metadata.annotations[{ANNOTATION_RESOURCE_KEYS}]: {raw_keys!r} is not a JSON "
                     f"list of resource names; using {', '.join(DEFAULT_RESOURCE_KEYS)}"
                 )
-        tree_id = (meta.get("labels") or {}).get(LABEL_QUOTA_TREE_ID) or tree_id_of(namespace, name)
+        own_labels = meta.get("labels")
+        tree_id = (own_labels.get(LABEL_QUOTA_TREE_ID) if isinstance(own_labels, Mapping) else None) or (
+            tree_id_of(namespace, name)
+        )
         return cls(
             namespace=namespace,
             name=name,
