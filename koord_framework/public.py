@@ -63,6 +63,9 @@ PUBLIC_MODULES: dict[str, str] = {
     "koord_framework.manager.noderesource": (
         "NodeResourcePlugin (pre_update), ResourceItem, ResourceMetrics, NodeResourceContext: calculators"
     ),
+    "koord_framework.manager.controllerplugin": (
+        "ManagerController, ControllerContext: a controller koord-manager runs (--controllers)"
+    ),
     "koord_framework.manager.colocation": "ColocationStrategy: the colocation-config model and its merge",
     "koord_framework.manager.nodestrategies": "NodeStrategies[S]: an slo-controller-config key per node",
     "koord_framework.manager.webhook.admission": (

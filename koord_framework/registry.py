@@ -24,6 +24,7 @@ GROUPS: dict[str, str] = {
     "runtimehooks": "koord.koordlet.runtimehooks",
     "noderesource": "koord.manager.noderesource",
     "webhooks": "koord.manager.webhooks",
+    "controllers": "koord.manager.controllers",
 }
 """Short component name -> entry-point group."""
 

@@ -18,6 +18,9 @@ The controllers, level-triggered over one shared informer (a failing one never b
   compute, written to the node status when they moved by more than ``resourceDiffThreshold`` or
   ``updateTimeThresholdSeconds`` passed, and the node annotations they decide.
 
+* the controllers installed distributions add (entry-point group ``koord.manager.controllers``:
+  ``quotaprofile`` from koord-plugin-elasticquota).
+
 ``--controllers`` and ``--noderesource-plugins`` choose which of them run, as Koordinator's flags of the
 same names (default ``*``: all; ``*,-MidResource``: all but one).
 
@@ -43,6 +46,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +60,8 @@ from koord_framework.cluster.port import ClusterPort
 from koord_framework.component import CONTROLLER_CACHE_SYNC_TIMEOUT, ComponentRunner, MissingKindPolicy
 from koord_framework.errors import KoordError
 from koord_framework.featuregates import FeatureGateError, FeatureGates, gates_for
+from koord_framework.manager.controllerplugin import GROUP as CONTROLLER_GROUP
+from koord_framework.manager.controllerplugin import ManagerController
 from koord_framework.manager.noderesource import GROUP, NodeResourcePlugin
 from koord_framework.manager.selection import (
     CONTROLLERS,
@@ -66,7 +72,7 @@ from koord_framework.manager.selection import (
 )
 from koord_framework.manager.sloconfig import DEFAULT_CONFIG_NAMESPACE
 
-__all__ = ["MISSING_KINDS", "enabled_controllers", "load_plugins", "register", "run"]
+__all__ = ["MISSING_KINDS", "enabled_controllers", "load_controllers", "load_plugins", "register", "run"]
 
 log = logging.getLogger("koord.manager")
 
@@ -142,10 +148,29 @@ def load_plugins(selection: str = "*") -> list[NodeResourcePlugin[Any]]:
     return plugins
 
 
-def enabled_controllers(selection: str) -> frozenset[str]:
-    """The controllers ``--controllers`` enables (Koordinator's ``isControllerEnabled``)."""
-    chosen = parse_selection(selection, "--controllers", KOORDINATOR_CONTROLLERS, CONTROLLERS)
+def enabled_controllers(selection: str, installed: Iterable[str] = ()) -> frozenset[str]:
+    """The built-in controllers ``--controllers`` enables (Koordinator's ``isControllerEnabled``);
+    ``installed``: the controller plugins' names, also valid in the list."""
+    chosen = parse_selection(selection, "--controllers", KOORDINATOR_CONTROLLERS, (*CONTROLLERS, *installed))
     return frozenset(c for c in CONTROLLERS if enabled(c, chosen))
+
+
+def load_controllers(selection: str = "*") -> list[ManagerController[Any]]:
+    """The installed controller plugins (``koord.manager.controllers``) ``--controllers`` enables, built
+    with default args, by name."""
+    from koord_framework.registry import PluginRegistry
+
+    installed = PluginRegistry.discover(CONTROLLER_GROUP).load_all()
+    chosen = parse_selection(selection, "--controllers", KOORDINATOR_CONTROLLERS, (*CONTROLLERS, *installed))
+    controllers: list[ManagerController[Any]] = []
+    for name, cls in sorted(installed.items()):
+        if not issubclass(cls, ManagerController):
+            raise KoordError(f"plugin {name!r} in {CONTROLLER_GROUP} is not a ManagerController")
+        if enabled(name, chosen):
+            controllers.append(cls())
+        else:
+            log.info("controller %s is disabled (--controllers)", name)
+    return controllers
 
 
 def _newest_metric_time(paths: list[str]) -> float | None:
@@ -191,14 +216,15 @@ def run(
                 kubeconfig = args.kubeconfig or load_settings().kubeconfig
                 cluster = KubeCluster.from_kubeconfig(kubeconfig or None, component="koord-manager")
         plugins = load_plugins(args.noderesource_plugins)
-        controllers = enabled_controllers(args.controllers)
+        controller_plugins = load_controllers(args.controllers)
+        controllers = enabled_controllers(args.controllers, [c.name for c in controller_plugins])
     except KoordError as exc:
         return bad_input("manager", str(exc))
     from koord_framework.manager.component import ManagerComponent
 
     port: ClusterPort = cluster
     if args.once:
-        return _once(port, args, plugins, controllers, gates)
+        return _once(port, args, plugins, controllers, gates, controller_plugins)
 
     from koord_framework.cluster.fence import FencedCluster, WriteFence
 
@@ -215,6 +241,7 @@ def run(
             resync=args.resync,
             controllers=controllers,
             gates=gates,
+            controller_plugins=controller_plugins,
         )
 
     lease = None
@@ -281,6 +308,7 @@ def _once(
     plugins: list[NodeResourcePlugin[Any]],
     controllers: frozenset[str] = frozenset(CONTROLLERS),
     gates: FeatureGates | None = None,
+    controller_plugins: list[ManagerController[Any]] | None = None,
 ) -> int:
     from koord_framework.api.resources import BATCH_CPU, BATCH_MEMORY
     from koord_framework.manager.component import ManagerComponent
@@ -292,6 +320,7 @@ def _once(
         plugins=plugins,
         controllers=controllers,
         gates=gates,
+        controller_plugins=controller_plugins or (),
     )
     try:
         component.sync_once()

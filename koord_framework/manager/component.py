@@ -12,8 +12,9 @@ from prometheus_client import CollectorRegistry
 from koord_framework.cluster.events import register_recorder_metrics
 from koord_framework.cluster.informer import SharedInformer
 from koord_framework.cluster.port import ClusterPort, EventRecord
-from koord_framework.featuregates import FeatureGates
+from koord_framework.featuregates import FeatureGates, gates_for
 from koord_framework.manager.controller import Controller, ControllerLoop
+from koord_framework.manager.controllerplugin import ManagerController
 from koord_framework.manager.noderesource import NodeResourcePlugin
 from koord_framework.manager.reconcilers import (
     NodeMetricReconciler,
@@ -91,10 +92,13 @@ class ManagerComponent:
         resync: float = DEFAULT_RESYNC,
         controllers: Collection[str] | None = None,
         gates: FeatureGates | None = None,
+        controller_plugins: Sequence[ManagerController[Any]] = (),
     ) -> None:
         """``controllers``: the names (``nodeslo``, ``nodemetric``, ``noderesource``) to run, all when
         ``None`` (``--controllers``); the config controller always runs. ``gates``: ``--feature-gates``
-        (Koordinator's defaults when ``None``), which the calculators read through their context."""
+        (Koordinator's defaults when ``None``), which the calculators read through their context.
+        ``controller_plugins``: the controllers distributions add (``koord.manager.controllers``), already
+        selected by ``--controllers``; they run after the built-in ones in each round."""
         self.cluster = cluster
         register_recorder_metrics(cluster, registry)
         self.config = SLOConfig()
@@ -102,8 +106,10 @@ class ManagerComponent:
         self.informer = SharedInformer(cluster)
         # Kinds the calculators read besides ours (the NodeResourceTopology for cpu normalization, ...).
         self.plugin_kinds = sorted({k for p in plugins for k in p.watches} - set(KINDS))
+        # Kinds the controller plugins read (Node and the others already followed included).
+        self.controller_kinds = sorted({k for c in controller_plugins for k in c.watches})
         try:
-            for kind in (*KINDS, *self.plugin_kinds):
+            for kind in (*KINDS, *self.plugin_kinds, *self.controller_kinds):
                 self.informer.ensure(kind)
         except BaseException:
             self.informer.stop()
@@ -123,8 +129,13 @@ class ManagerComponent:
             cluster, self.informer, self.config, config_namespace, per_node
         )
         self.sloconfig = Controller(self.config_reconciler)
+        self.controller_plugins = list(controller_plugins)
+        context = _PluginContext(cluster, self.informer, gates if gates is not None else gates_for("manager"))
+        for plugin in self.controller_plugins:
+            plugin.bind(context)
+        self.extra = [Controller(_PluginReconciler(p)) for p in self.controller_plugins]
         # The config controller runs first in each round, so nodes are reconciled with the current config.
-        self.loop = ControllerLoop([self.sloconfig, *per_node], registry, resync)
+        self.loop = ControllerLoop([self.sloconfig, *per_node, *self.extra], registry, resync)
         self.plugins = list(plugins)
         self._ready = threading.Event()
         self._remove: list[Any] = []
@@ -175,8 +186,28 @@ class ManagerComponent:
                 lambda obj: on_object(obj, None),
             )
 
+        def controller_event(kind: str) -> Any:
+            readers = [(p, c) for p, c in zip(self.controller_plugins, self.extra) if kind in p.watches]
+
+            def on_object(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> None:
+                marked = False
+                for plugin, controller in readers:
+                    for key in plugin.keys_for(kind, old, new):
+                        controller.enqueue(key)
+                        marked = True
+                if marked:
+                    self.loop.kick()
+
+            return (
+                lambda obj: on_object(None, obj),
+                lambda old, new: on_object(old, new),
+                lambda obj: on_object(obj, None),
+            )
+
         for kind in self.plugin_kinds:
             self._remove.append(self.informer.add_handler(kind, *plugin_event(kind)))
+        for kind in self.controller_kinds:
+            self._remove.append(self.informer.add_handler(kind, *controller_event(kind)))
         self._remove += [
             self.informer.add_handler("Node", on_node, on_node, on_node),
             self.informer.add_handler("ConfigMap", on_config, on_config, on_config),
@@ -191,7 +222,7 @@ class ManagerComponent:
         """One full pass: the config, then every node in every controller (what ``--once`` runs)."""
         self.sloconfig.enqueue(CONFIG_MAP_NAME)
         self.sloconfig.process(self.loop.errors)
-        for c in self.per_node:
+        for c in (*self.per_node, *self.extra):
             c.enqueue_all()
         self.loop.run_once()
         self._ready.set()
@@ -213,3 +244,41 @@ class ManagerComponent:
         self.informer.stop()
         for plugin in self.plugins:
             plugin.close()
+        for controller in self.controller_plugins:
+            controller.close()
+
+
+class _PluginReconciler:
+    """A controller plugin as the loop's ``Reconciler`` (its name is a class attribute there)."""
+
+    def __init__(self, plugin: ManagerController[Any]) -> None:
+        self.plugin = plugin
+        self.name = plugin.name
+
+    def all_keys(self) -> Iterable[str]:
+        return self.plugin.all_keys()
+
+    def reconcile(self, key: str) -> float | None:
+        return self.plugin.reconcile(key)
+
+
+class _PluginContext:
+    """``ControllerContext`` over the manager's informer, its (fenced) cluster and feature gates."""
+
+    def __init__(self, cluster: ClusterPort, informer: SharedInformer, gates: FeatureGates) -> None:
+        self._cluster = cluster
+        self.informer = informer
+        self.gates = gates
+
+    @property
+    def cluster(self) -> ClusterPort:
+        return self._cluster
+
+    def get(self, kind: str, name: str, namespace: str = "") -> Mapping[str, Any] | None:
+        return self.informer.get(kind, name, namespace)
+
+    def list(self, kind: str, namespace: str | None = None) -> list[Mapping[str, Any]]:
+        return list(self.informer.list(kind, namespace))
+
+    def feature_enabled(self, name: str) -> bool:
+        return self.gates.enabled(name)

@@ -3,7 +3,9 @@
 Each controller has its own queue of keys (node names); informer events only mark keys dirty, and a
 reconcile reads the current state from the informer, so repeated or lost events do not matter. A
 reconcile that raises is logged, counted and retried with backoff (5 ms doubling to 1000 s, as
-controller-runtime's default rate limiter); it never stops the loop nor the other controllers.
+controller-runtime's default rate limiter); it never stops the loop nor the other controllers. A reconcile
+that returns a number of seconds is reconciled again after them (``Result{RequeueAfter}``); an event on the
+key meanwhile reconciles it at once.
 """
 
 from __future__ import annotations
@@ -33,8 +35,9 @@ class Reconciler(Protocol):
     def all_keys(self) -> Iterable[str]:
         """Every key the controller owns (a full resync enqueues them)."""
 
-    def reconcile(self, key: str) -> None:
-        """Bring ``key``'s objects to the desired state; raise to be retried with backoff."""
+    def reconcile(self, key: str) -> float | None:
+        """Bring ``key``'s objects to the desired state; raise to be retried with backoff. A number: the
+        seconds after which the key is reconciled again."""
 
 
 class Controller:
@@ -47,6 +50,7 @@ class Controller:
         self._lock = threading.Lock()
         self._failures: dict[str, int] = {}
         self._retry_at: dict[str, float] = {}
+        self._requeue_at: dict[str, float] = {}
 
     def enqueue(self, key: str) -> None:
         with self._lock:
@@ -63,6 +67,10 @@ class Controller:
 
     def _take(self, now: float) -> list[str]:
         with self._lock:
+            for k, at in list(self._requeue_at.items()):
+                if at <= now:
+                    del self._requeue_at[k]
+                    self._dirty.add(k)
             due = [k for k in self._dirty if self._retry_at.get(k, 0.0) <= now]
             self._dirty.difference_update(due)
         return sorted(due)
@@ -70,6 +78,7 @@ class Controller:
     def next_retry(self) -> float | None:
         with self._lock:
             times = [self._retry_at[k] for k in self._dirty if k in self._retry_at]
+            times += self._requeue_at.values()
         return min(times) if times else None
 
     def process(self, errors: Counter, now: Callable[[], float] = time.monotonic) -> int:
@@ -77,7 +86,7 @@ class Controller:
         keys = self._take(now())
         for key in keys:
             try:
-                self.reconciler.reconcile(key)
+                after = self.reconciler.reconcile(key)
             except Exception as exc:  # one key's failure is retried, never fatal (controller-runtime)
                 n = self._failures.get(key, 0) + 1
                 self._failures[key] = n
@@ -93,6 +102,10 @@ class Controller:
                 self._failures.pop(key, None)
                 with self._lock:
                     self._retry_at.pop(key, None)
+                    if after is None:
+                        self._requeue_at.pop(key, None)
+                    else:
+                        self._requeue_at[key] = now() + after
         return len(keys)
 
 

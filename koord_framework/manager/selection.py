@@ -27,7 +27,8 @@ __all__ = [
 CONTROLLERS: Final = ("nodemetric", "noderesource", "nodeslo")
 """The controllers koord-manager runs here (the ``sloconfig`` one always runs: the others read it)."""
 KOORDINATOR_CONTROLLERS: Final = (*CONTROLLERS, "quotaprofile", "colocationprofile")
-"""Koordinator's controller names at a7a1b76b; the last two are not implemented here."""
+"""Koordinator's controller names at a7a1b76b; ``quotaprofile`` comes with koord-plugin-elasticquota
+(``koord.manager.controllers``), ``colocationprofile`` is not implemented here."""
 KOORDINATOR_CALCULATORS: Final = (
     "CPUNormalization",
     "ResourceAmplification",

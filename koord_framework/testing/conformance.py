@@ -638,3 +638,91 @@ class AdmissionHandlerConformance(PluginConformance):
                 )
                 if response.get("patch"):
                     json.loads(base64.b64decode(response["patch"]))
+
+
+class ManagerControllerConformance(PluginConformance):
+    """koord-manager's controller plugins (``koord.manager.controllers``): watched kinds the cluster knows,
+    and on malformed or random objects of those kinds (read from the context as the cache would hold them,
+    unvalidated) a reconcile that returns or raises ``KoordError`` (logged and retried with backoff) --
+    never another exception -- and a deleted key that is forgotten (``None``)."""
+
+    group: ClassVar[str] = "controllers"
+    objects: ClassVar[dict[str, list[dict[str, Any]]]] = {}
+    """Well-formed objects the context holds besides the random ones, by kind."""
+    spec_fields: ClassVar[Sequence[str]] = ()
+    """Spec fields the random objects fill with values of every JSON type."""
+
+    def _bind(self, objects: dict[str, list[dict[str, Any]]]) -> tuple[Any, Any]:
+        from koord_framework.cluster.clock import VirtualClock
+        from koord_framework.cluster.memory import MemoryCluster
+
+        cluster = MemoryCluster(VirtualClock(0.0), seed=0)
+        controller: Any = self.plugin_class()
+
+        class _Context:
+            @property
+            def cluster(self) -> Any:
+                return cluster
+
+            def get(self, kind: str, name: str, namespace: str = "") -> dict[str, Any] | None:
+                for o in objects.get(kind, []):
+                    raw = o.get("metadata")
+                    meta: dict[str, Any] = raw if isinstance(raw, dict) else {}
+                    if meta.get("name") == name and (meta.get("namespace") or "") in (namespace, ""):
+                        return o
+                return None
+
+            def list(self, kind: str, namespace: str | None = None) -> list[dict[str, Any]]:
+                return list(objects.get(kind, []))
+
+            def feature_enabled(self, name: str) -> bool:
+                from koord_framework.featuregates import gates_for
+
+                return gates_for("manager").enabled(name)
+
+        controller.bind(_Context())
+        return controller, cluster
+
+    def test_watches_known_kinds(self) -> None:
+        from koord_framework.cluster.clock import VirtualClock
+        from koord_framework.cluster.memory import MemoryCluster
+
+        kinds = MemoryCluster(VirtualClock(0.0), seed=0).kinds
+        cls: Any = self.plugin_class
+        for kind in cls.watches:
+            assert kind in kinds, f"{cls.name} watches {kind}, which no installed distribution contributes"
+
+    def test_deleted_key_is_forgotten(self) -> None:
+        controller, _ = self._bind({})
+        assert list(controller.all_keys()) == []
+        assert controller.reconcile("default/absent") is None
+
+    def test_malformed_objects_raise_only_koord_errors(self) -> None:
+        from koord_framework.errors import KoordError
+
+        cls: Any = self.plugin_class
+        rnd = random.Random(zlib.crc32(cls.name.encode()))
+        values: list[Any] = [None, 1, "x", [], {"a": 1}, True, "-1", "1e400"]
+        for round_ in range(40):
+            objects = {k: [dict(o) for o in v] for k, v in self.objects.items()}
+            for kind in cls.watches:
+                spec = {f: rnd.choice(values) for f in (*self.spec_fields, "a")}
+                objects.setdefault(kind, []).append(
+                    {
+                        "metadata": {
+                            "name": f"o{round_}",
+                            "namespace": "default",
+                            "labels": rnd.choice([{}, {"k": "v"}, None]),
+                            "annotations": rnd.choice([{}, None, {"x": "y"}]),
+                        },
+                        "spec": rnd.choice([spec, None, {}]),
+                        "status": rnd.choice([None, {}, {"allocatable": {"cpu": rnd.choice(values)}}]),
+                    }
+                )
+            controller, _ = self._bind(objects)
+            for key in list(controller.all_keys()):
+                try:
+                    result = controller.reconcile(key)
+                except KoordError:
+                    continue
+                assert result is None or result >= 0, f"{cls.name}: requeue after {result!r}"

@@ -171,6 +171,10 @@ def test_manager_rbac_is_what_it_does_and_no_more() -> None:
         ("config.koordinator.sh", "clustercolocationprofiles", "list"),
         ("scheduling.sigs.k8s.io", "elasticquotas", "get"),
         ("scheduling.koordinator.sh", "devices", "watch"),  # GPUDeviceResource, RDMADeviceResource
+        ("scheduling.sigs.k8s.io", "elasticquotas", "create"),  # quotaprofile: the root quotas
+        ("scheduling.sigs.k8s.io", "elasticquotas", "update"),
+        ("quota.koordinator.sh", "elasticquotaprofiles", "watch"),
+        ("quota.koordinator.sh", "elasticquotaprofiles", "patch"),  # the tree-id label
         ("coordination.k8s.io", "leases", "update"),
         ("", "events", "create"),
     ):
@@ -181,6 +185,7 @@ def test_manager_rbac_is_what_it_does_and_no_more() -> None:
         ("", "nodes", "update"),
         ("", "configmaps", "update"),
         ("scheduling.koordinator.sh", "devices", "update"),
+        ("scheduling.sigs.k8s.io", "elasticquotas", "delete"),  # a profile's quota outlives it
         ("", "secrets", "create"),
         ("", "*", "*"),
     ):
@@ -272,9 +277,8 @@ def test_pod_binding_admission_follows_its_gate() -> None:
 
 
 def test_quota_gates_grant_what_their_webhook_steps_need() -> None:
-    objects = render()
-    assert not _grants(objects, "scheduling.sigs.k8s.io", "elasticquotas", "update")
-    assert not _grants(objects, "quota.koordinator.sh", "elasticquotaprofiles", "list")
+    # The quotaprofile controller (on without a gate, as Koordinator's) already needs both, so the quota
+    # webhooks' gates add nothing.
     objects = render({"featureGates": "EnableQuotaAdmission=true,MultiQuotaTree=true"})
     assert _grants(objects, "scheduling.sigs.k8s.io", "elasticquotas", "update")
     assert _grants(objects, "quota.koordinator.sh", "elasticquotaprofiles", "watch")
