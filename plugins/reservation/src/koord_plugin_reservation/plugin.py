@@ -491,8 +491,8 @@ class Reservation(
             for p in kept:
                 restore.add(node_name, p)
             if ext is not None:
-                # Their CPU sets, devices, ... in the resource plugins' terms (``restoreReservationResources
-                # ForNode``).
+                # What they hold in the resource plugins' terms: CPU sets, devices (Koordinator's
+                # restoreReservationResourcesForNode).
                 s = ext.run_restore_reservation_pre_allocation(state, info, kept, node)
                 if not s.is_success:
                     return None, s
@@ -526,6 +526,7 @@ class Reservation(
         )
 
     def _fits_without_pre_allocation(self, ps: PodState, pa: PreAllocation, node_name: str) -> Status:
+        """Whether the reservation fits ``node_name`` on free capacity, every candidate still counted."""
         node = self.handle.node_info(node_name)
         if node is None:
             return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ("missing node",))
