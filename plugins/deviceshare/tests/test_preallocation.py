@@ -7,12 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from koord_plugin_deviceshare import names as n
 from koord_plugin_deviceshare.allocation import DeviceAllocation
 from koord_plugin_deviceshare.builders import device_pod, make_device
 from koord_plugin_deviceshare.device import parse_device
 from koord_plugin_deviceshare.nodedevice import NodeDevice
-from koord_plugin_deviceshare.plugin import STATE_KEY, DeviceShare
+from koord_plugin_deviceshare.plugin import STATE_KEY, DeviceShare, _reservation_required
 from koord_plugin_deviceshare.reservation import restore_states_of
 from koord_plugin_deviceshare.state import PodDeviceState
 
@@ -20,6 +21,7 @@ from koord_framework.api.objects import PodInfo
 from koord_framework.scheduler.cycle_state import CycleState
 from koord_framework.scheduler.frameworkext import (
     ANNOTATION_IS_PRE_ALLOCATION,
+    ANNOTATION_RESERVATION_AFFINITY,
     ANNOTATION_RESERVATION_NAME,
     ANNOTATION_RESERVE_POD,
     LABEL_PRE_ALLOCATION_REQUIRED,
@@ -188,3 +190,24 @@ def test_pre_allocation_required_allows_no_fallback_in_filter() -> None:
     optional = _reserve_pod({n.KOORD_GPU: "50"})
     state = _cycle(h, plugin, optional, r, [big])
     assert plugin.filter(state, optional, h.node_info(NODE)).is_success  # half of GPU 1 is free
+
+
+@pytest.mark.parametrize(
+    ("annotations", "labels", "want"),
+    [
+        pytest.param({}, {}, False, id="normal pod"),
+        pytest.param({ANNOTATION_RESERVATION_AFFINITY: '{"name": "r"}'}, {}, True, id="reservation affinity"),
+        pytest.param({}, {LABEL_PRE_ALLOCATION_REQUIRED: "true"}, True, id="pre-allocation label"),
+        pytest.param(
+            {ANNOTATION_RESERVATION_AFFINITY: '{"reservationSelector": {"k": "v"}}'},
+            {LABEL_PRE_ALLOCATION_REQUIRED: "true"},
+            True,
+            id="both",
+        ),
+    ],
+)
+def test_is_reservation_required(annotations: dict[str, str], labels: dict[str, str], want: bool) -> None:
+    """``utils_test.go`` (``preparePod``'s ``isReservationRequired``)."""
+    manifest = device_pod("test-pod", {n.KOORD_GPU: "100"}, annotations=annotations)
+    manifest["metadata"]["labels"] = labels
+    assert _reservation_required(PodInfo.from_manifest(manifest)) is want
