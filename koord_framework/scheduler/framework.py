@@ -49,6 +49,7 @@ from koord_framework.scheduler.frameworkext import (
     ReservationExtensions,
     ReservationFilterPlugin,
     ReservationInfo,
+    ReservationPreAllocationRestorePlugin,
     ReservationPreBindPlugin,
     ReservationRestorePlugin,
     ReservationScorePlugin,
@@ -1429,6 +1430,9 @@ class _ReservationRunner(ReservationExtensions):
 
     def __init__(self, plugins: Mapping[str, Plugin]) -> None:
         self.restore = [(n, p) for n, p in plugins.items() if isinstance(p, ReservationRestorePlugin)]
+        self.pre_allocation_restore = [
+            (n, p) for n, p in plugins.items() if isinstance(p, ReservationPreAllocationRestorePlugin)
+        ]
         self.filters = [(n, p) for n, p in plugins.items() if isinstance(p, ReservationFilterPlugin)]
         self.scores = [(n, p) for n, p in plugins.items() if isinstance(p, ReservationScorePlugin)]
 
@@ -1456,6 +1460,36 @@ class _ReservationRunner(ReservationExtensions):
                 name,
                 "RestoreReservation",
                 partial(p.restore_reservation, state, pod, matched, unmatched, node),
+            )
+            if not s.is_success:
+                return s
+        return SUCCESS
+
+    def run_pre_restore_reservation_pre_allocation(
+        self, state: CycleState, reservation: ReservationInfo
+    ) -> Status:
+        for name, p in self.pre_allocation_restore:
+            s = _guard(
+                name,
+                "PreRestoreReservationPreAllocation",
+                partial(p.pre_restore_reservation_pre_allocation, state, reservation),
+            )
+            if not s.is_success:
+                return s
+        return SUCCESS
+
+    def run_restore_reservation_pre_allocation(
+        self,
+        state: CycleState,
+        reservation: ReservationInfo,
+        pre_allocatable: Sequence[PodInfo],
+        node: NodeInfo,
+    ) -> Status:
+        for name, p in self.pre_allocation_restore:
+            s = _guard(
+                name,
+                "RestoreReservationPreAllocation",
+                partial(p.restore_reservation_pre_allocation, state, reservation, pre_allocatable, node),
             )
             if not s.is_success:
                 return s

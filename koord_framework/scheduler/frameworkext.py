@@ -26,6 +26,8 @@ finer-grained state (CPU sets, devices, quota) take part through the reservation
 
 * ``ReservationRestorePlugin.restore_reservation``: per node, give back what matched reservations hold
   in the plugin's own state (the CPUs of a matched reservation become usable by this pod only);
+* ``ReservationPreAllocationRestorePlugin``: for a *pre-allocating* reserve pod, per node, give back what
+  the candidate pods it may take over hold (their CPUs, devices), so the reservation gets exactly those;
 * ``ReservationFilterPlugin``: may veto a reservation for a pod (Filter) or for nomination (PreScore/Reserve);
 * ``ReservationScorePlugin``: rank reservations on a node (0..100) when several match;
 * ``ReservationPreBindPlugin``: write the reservation's allocation (annotations) in PreBind of a reserve pod.
@@ -39,7 +41,7 @@ from __future__ import annotations
 
 import abc
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -62,6 +64,8 @@ ANNOTATION_IS_PRE_ALLOCATION = "scheduling.koordinator.sh/is-pre-allocation"
 ANNOTATION_RESERVATION_ALLOCATED = "scheduling.koordinator.sh/reservation-allocated"
 """Written on a pod that consumes a reservation: ``{"name": ..., "uid": ...}``."""
 ANNOTATION_RESERVATION_AFFINITY = "scheduling.koordinator.sh/reservation-affinity"
+LABEL_PRE_ALLOCATION_REQUIRED = "scheduling.koordinator.sh/pre-allocation-required"
+"""On a Reservation (and so its reserve pod): ``"true"`` when it may only be placed by pre-allocating."""
 LABEL_RESERVATION_IGNORED = "scheduling.koordinator.sh/reservation-ignored"
 LABEL_RESERVATION_ORDER = "scheduling.koordinator.sh/reservation-order"
 
@@ -72,6 +76,17 @@ MIN_RESERVATION_SCORE = 0
 def is_reserve_pod(pod: PodInfo) -> bool:
     """Whether ``pod`` stands for a Reservation (Koordinator's ``reservationutil.IsReservePod``)."""
     return pod.annotations.get(ANNOTATION_RESERVE_POD) == "true"
+
+
+def is_pre_allocation_reserve_pod(pod: PodInfo) -> bool:
+    """Whether ``pod`` stands for a Reservation with ``spec.preAllocation`` (Koordinator's
+    ``reservationutil.IsReservePodPreAllocation``)."""
+    return is_reserve_pod(pod) and pod.annotations.get(ANNOTATION_IS_PRE_ALLOCATION) == "true"
+
+
+def is_pre_allocation_required(pod: PodInfo) -> bool:
+    """The reserve pod's reservation may only be placed by pre-allocating (``IsPreAllocationRequired``)."""
+    return pod.labels.get(LABEL_PRE_ALLOCATION_REQUIRED) == "true"
 
 
 def reservation_name_of(pod: PodInfo) -> str:
@@ -211,6 +226,36 @@ class ReservationRestorePlugin(ExtensionPoint):
     ) -> Status: ...
 
 
+class ReservationPreAllocationRestorePlugin(ExtensionPoint):
+    """Gives back, in the plugin's own per-node state, what the pods a pre-allocating reservation may take
+    over hold (Koordinator's ``ReservationPreAllocationRestorePlugin``): their CPUs, devices, ...
+
+    Called by the reservation transformer for a pre-allocating reserve pod only: once per cycle
+    (``pre_restore_reservation_pre_allocation``), then per node with candidates
+    (``restore_reservation_pre_allocation``; ``pre_allocatable`` are the candidates on ``node``, in the
+    order they are tried). The plugin keeps what it found in ``state`` under its own key and, in Reserve,
+    allocates for the reserve pod from the candidates nominated on the chosen node
+    (``nominated_pre_allocation``), so that the reservation gets what they hold and nothing else of theirs.
+    It must not change ``node``.
+    """
+
+    extension_point: ClassVar[str] = ""
+
+    def pre_restore_reservation_pre_allocation(
+        self, state: CycleState, reservation: ReservationInfo
+    ) -> Status:
+        return Status()
+
+    @abc.abstractmethod
+    def restore_reservation_pre_allocation(
+        self,
+        state: CycleState,
+        reservation: ReservationInfo,
+        pre_allocatable: Sequence[PodInfo],
+        node: NodeInfo,
+    ) -> Status: ...
+
+
 class ReservationFilterPlugin(ExtensionPoint):
     """May veto a matched reservation for the pod.
 
@@ -307,6 +352,21 @@ class ReservationExtensions(abc.ABC):
     ) -> Status: ...
 
     @abc.abstractmethod
+    def run_pre_restore_reservation_pre_allocation(
+        self, state: CycleState, reservation: ReservationInfo
+    ) -> Status:
+        """Every ``ReservationPreAllocationRestorePlugin`` in profile order; the first failure wins."""
+
+    @abc.abstractmethod
+    def run_restore_reservation_pre_allocation(
+        self,
+        state: CycleState,
+        reservation: ReservationInfo,
+        pre_allocatable: Sequence[PodInfo],
+        node: NodeInfo,
+    ) -> Status: ...
+
+    @abc.abstractmethod
     def run_filter_reservation(
         self, state: CycleState, pod: PodInfo, reservation: ReservationInfo, node: NodeInfo
     ) -> Status:
@@ -372,15 +432,100 @@ def set_nominated_reservation(state: CycleState, node_name: str, reservation: Re
     table[node_name] = reservation
 
 
+_NOMINATOR_KEY = "koord.frameworkext/reservation-nominator"
+
+
+@dataclass(slots=True)
+class _LazyNominator:
+    nominate: Callable[[str], ReservationInfo | None]
+    busy: bool = False
+
+
+def set_reservation_nominator(state: CycleState, nominate: Callable[[str], ReservationInfo | None]) -> None:
+    """Let ``nominated_reservation`` ask ``nominate(node_name)`` about a node nobody nominated on yet.
+
+    Koordinator nominates right after the node is chosen, before any Reserve (``ReservationNominate``,
+    issue #2753): PreScore is skipped when a single node is feasible, and resource plugins that run their
+    Reserve before the nominator's would otherwise not see the reservation the pod consumes. ``nominate``
+    records what it chose with ``set_nominated_reservation``.
+    """
+    state.write(_NOMINATOR_KEY, _LazyNominator(nominate))
+
+
 def nominated_reservation(state: CycleState, node_name: str) -> ReservationInfo | None:
-    """The reservation the pod consumes on ``node_name`` (set by the nominator in PreScore or Reserve)."""
+    """The reservation the pod consumes on ``node_name`` (set by the nominator in PreScore or Reserve, or
+    worked out now by the nominator registered with ``set_reservation_nominator``)."""
     table: dict[str, ReservationInfo | None] | None = state.get(_NOMINATED_KEY)
-    return None if table is None else table.get(node_name)
+    if table is not None and node_name in table:
+        return table[node_name]
+    lazy: _LazyNominator | None = state.get(_NOMINATOR_KEY)
+    if lazy is None or lazy.busy:
+        return None  # no nominator, or a filter asked while it nominates: nothing is nominated yet
+    lazy.busy = True
+    try:
+        return lazy.nominate(node_name)
+    finally:
+        lazy.busy = False
 
 
 def has_nomination(state: CycleState, node_name: str) -> bool:
     table: dict[str, ReservationInfo | None] | None = state.get(_NOMINATED_KEY)
     return table is not None and node_name in table
+
+
+_PRE_ALLOCATION_KEY = "koord.frameworkext/nominated-pre-allocations"
+
+
+@dataclass(slots=True)
+class _PreAllocationNominations:
+    nominate: Callable[[str], Sequence[PodInfo]] | None = None
+    by_node: dict[str, tuple[PodInfo, ...]] = field(default_factory=dict)
+
+
+def _pre_allocation_table(state: CycleState) -> _PreAllocationNominations:
+    table: _PreAllocationNominations | None = state.get(_PRE_ALLOCATION_KEY)
+    if table is None:
+        table = _PreAllocationNominations()
+        state.write(_PRE_ALLOCATION_KEY, table)
+    return table
+
+
+def set_pre_allocation_nominator(state: CycleState, nominate: Callable[[str], Sequence[PodInfo]]) -> None:
+    """Let ``nominated_pre_allocation`` ask ``nominate(node_name)`` the first time a node is asked about.
+
+    Koordinator nominates a pre-allocating reservation's pods right after the node is chosen, before any
+    Reserve (``ReservationNominate``); here the nominator (the Reservation plugin) registers itself in
+    BeforePreFilter and the first reader nominates, whatever the order of the Reserve plugins, so every
+    plugin's Reserve and the nominator's own see the same pods.
+    """
+    _pre_allocation_table(state).nominate = nominate
+
+
+def set_nominated_pre_allocation(state: CycleState, node_name: str, pods: Sequence[PodInfo]) -> None:
+    """Record the pods a pre-allocating reserve pod takes over on ``node_name`` (empty: none)."""
+    _pre_allocation_table(state).by_node[node_name] = tuple(pods)
+
+
+def nominated_pre_allocation(state: CycleState, node_name: str) -> tuple[PodInfo, ...]:
+    """The pods the pre-allocating reserve pod of this cycle takes over on ``node_name`` (Koordinator's
+    ``GetNominatedPreAllocation(s)``); empty when it takes over none there."""
+    table: _PreAllocationNominations | None = state.get(_PRE_ALLOCATION_KEY)
+    if table is None:
+        return ()
+    found = table.by_node.get(node_name)
+    if found is None and table.nominate is not None:
+        nominate, table.nominate = table.nominate, None  # no re-entry while it nominates
+        try:
+            found = tuple(nominate(node_name))
+        finally:
+            table.nominate = nominate
+        table.by_node[node_name] = found
+    return found or ()
+
+
+def has_pre_allocation_nomination(state: CycleState, node_name: str) -> bool:
+    table: _PreAllocationNominations | None = state.get(_PRE_ALLOCATION_KEY)
+    return table is not None and node_name in table.by_node
 
 
 _RESERVATION_PREEMPTION_KEY = "koord.frameworkext/reservation-preemption"
@@ -408,6 +553,7 @@ __all__ = [
     "ANNOTATION_RESERVATION_NAME",
     "ANNOTATION_RESERVATION_NODE",
     "ANNOTATION_RESERVE_POD",
+    "LABEL_PRE_ALLOCATION_REQUIRED",
     "LABEL_RESERVATION_IGNORED",
     "LABEL_RESERVATION_ORDER",
     "MAX_RESERVATION_SCORE",
@@ -422,6 +568,7 @@ __all__ = [
     "ReservationFilterPlugin",
     "ReservationInfo",
     "ReservationNominator",
+    "ReservationPreAllocationRestorePlugin",
     "ReservationPreBindPlugin",
     "ReservationRestorePlugin",
     "ReservationScorePlugin",
@@ -429,9 +576,16 @@ __all__ = [
     "allocated_reservation_of",
     "allow_reservation_preemption",
     "has_nomination",
+    "has_pre_allocation_nomination",
+    "is_pre_allocation_required",
+    "is_pre_allocation_reserve_pod",
     "is_reserve_pod",
+    "nominated_pre_allocation",
     "nominated_reservation",
     "reservation_name_of",
     "reservation_preemption_allowed",
+    "set_nominated_pre_allocation",
     "set_nominated_reservation",
+    "set_pre_allocation_nominator",
+    "set_reservation_nominator",
 ]

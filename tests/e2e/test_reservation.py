@@ -1,7 +1,8 @@
 """Reservation on a real kube-apiserver: a reservation is scheduled (status written through the status
 subresource), a matching pod consumes it, a pod that does not match cannot use its capacity; a
 pre-allocating reservation takes over a running owner pod (PreBindReservation patches
-``reservation-allocated`` onto that Pod through the API) and keeps its resources for owners once it is gone.
+``reservation-allocated`` onto that Pod through the API) and keeps its resources for owners once it is gone;
+taking over an LSR pod, it takes over exactly its cpuset (NodeNUMAResource's pre-allocation restore hook).
 
 The scheduler runs in-process on the ``KubeCluster`` adapter (live loop, real clock) with the Reservation
 plugin and the core plugins it needs; a scheduler name and a node label of this test keep it apart from the
@@ -21,9 +22,12 @@ from koord_plugin_kubernetes.defaultbinder import DefaultBinder
 from koord_plugin_kubernetes.defaultprebind import DefaultPreBind
 from koord_plugin_kubernetes.nodeaffinity import NodeAffinity
 from koord_plugin_kubernetes.noderesources import NodeResourcesFit
+from koord_plugin_nodenumaresource.plugin import NodeNUMAResource
+from koord_plugin_nodenumaresource.testing import nrt
 from koord_plugin_reservation import Reservation
 
 from koord_framework.cluster.kube import KubeCluster
+from koord_framework.koordlet.cpuset import parse_cpuset
 from koord_framework.scheduler.framework import PluginLayout
 from koord_framework.scheduler.scheduler import ProfileSpec, Scheduler
 
@@ -55,11 +59,12 @@ def _node(name: str, label: str) -> dict[str, Any]:
     }
 
 
-def _pod(name: str, namespace: str, cpu: str, label: str, app: str) -> dict[str, Any]:
+def _pod(name: str, namespace: str, cpu: str, label: str, app: str, qos: str = "") -> dict[str, Any]:
+    labels = {"app": app, **({"koordinator.sh/qosClass": qos} if qos else {})}
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": name, "namespace": namespace, "labels": {"app": app}},
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
         "spec": {
             "schedulerName": SCHEDULER,
             "nodeSelector": {"e2e-reservation": label},
@@ -72,7 +77,8 @@ def _pod(name: str, namespace: str, cpu: str, label: str, app: str) -> dict[str,
 
 @pytest.fixture
 def scheduler(kube: KubeCluster, koord_crds: list[str]) -> Iterator[Scheduler]:
-    classes = [Reservation, NodeAffinity, NodeResourcesFit, DefaultPreBind, DefaultBinder]
+    # NodeNUMAResource's Reserve before Reservation's, as in Koordinator's shipped profile.
+    classes = [NodeNUMAResource, Reservation, NodeAffinity, NodeResourcesFit, DefaultPreBind, DefaultBinder]
     spec = ProfileSpec(SCHEDULER, PluginLayout.every_point(classes), {})
     sched = Scheduler(kube, [spec], pod_initial_backoff_seconds=0.2, pod_max_backoff_seconds=1.0)
     stop = threading.Event()
@@ -235,3 +241,64 @@ def test_reservation_pre_allocates_a_running_owner(
     wait_for(lambda: bound("heir") == node, what="the next owner to use the reservation")
     time.sleep(2)
     assert not bound("stranger")
+
+
+def test_pre_allocation_takes_over_the_pods_cpuset(
+    kube: KubeCluster, namespace: str, scheduler: Scheduler
+) -> None:
+    label = namespace
+    node = f"{namespace}-numa"
+    kube.create(_node(node, label))
+    topology = nrt(node, 1, 1, 2, 2)  # 4 CPUs: 2 cores x 2 threads
+    topology["metadata"].pop("uid", None)
+    kube.create(topology)
+
+    def pod(name: str) -> dict[str, Any]:
+        return kube.get("Pod", name, namespace)
+
+    def cpus(obj: dict[str, Any]) -> frozenset[int]:
+        raw = (obj["metadata"].get("annotations") or {}).get("scheduling.koordinator.sh/resource-status")
+        return frozenset(parse_cpuset(json.loads(raw)["cpuset"])) if raw else frozenset()
+
+    def bound(name: str) -> str:
+        return str((pod(name).get("spec") or {}).get("nodeName") or "")
+
+    kube.create(_pod("old", namespace, "2", label, "owner", qos="LSR"))
+    wait_for(lambda: bound("old") == node and bool(cpus(pod("old"))), what="the LSR owner pinned")
+    kube.create(_pod("filler", namespace, "2", label, "someone-else", qos="LSR"))
+    wait_for(lambda: bound("filler") == node, what="the node filled")
+    old_cpus = cpus(pod("old"))
+    name = f"{namespace}-numa-r"
+    kube.create(
+        {
+            "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+            "kind": "Reservation",
+            "metadata": {"name": name},
+            "spec": {
+                "ttl": "1h",
+                "allocateOnce": False,
+                "allocatePolicy": "Restricted",
+                "preAllocation": True,
+                "owners": [{"labelSelector": {"matchLabels": {"app": "owner"}}}],
+                "template": {
+                    "metadata": {"namespace": namespace, "labels": {"koordinator.sh/qosClass": "LSR"}},
+                    "spec": {
+                        "schedulerName": SCHEDULER,
+                        "nodeSelector": {"e2e-reservation": label},
+                        "containers": [
+                            {"name": "main", "resources": {"requests": {"cpu": "2", "memory": "1Gi"}}}
+                        ],
+                    },
+                },
+            },
+        }
+    )
+    wait_for(
+        lambda: (kube.get("Reservation", name).get("status") or {}).get("phase") == "Available",
+        what="the reservation to become Available",
+    )
+    assert cpus(kube.get("Reservation", name)) == old_cpus
+    kube.delete("Pod", "old", namespace)
+    kube.create(_pod("heir", namespace, "2", label, "owner", qos="LSR"))
+    wait_for(lambda: bound("heir") == node, what="the next owner to use the reservation")
+    assert cpus(pod("heir")) == old_cpus

@@ -31,8 +31,15 @@ from koord_framework.scheduler.frameworkext import (
     PreFilterTransformer,
     ReservationFilterPlugin,
     ReservationInfo,
+    ReservationPreAllocationRestorePlugin,
     ReservationPreBindPlugin,
     ReservationScorePlugin,
+    has_pre_allocation_nomination,
+    nominated_pre_allocation,
+    nominated_reservation,
+    set_nominated_reservation,
+    set_pre_allocation_nominator,
+    set_reservation_nominator,
 )
 from koord_framework.scheduler.interface import (
     FilterPlugin,
@@ -228,3 +235,113 @@ def test_reserve_pod_prebind_patch_lands_on_the_reservation() -> None:
     pod = h.cluster.get("Pod", "plain", "default")
     assert pod["metadata"]["annotations"]["test.koord.sh/pod-stamp"] == "n1"
     assert pod["metadata"]["annotations"]["test.koord.sh/pod-only"] == "yes"
+
+
+# --- pre-allocation restore hooks (Koordinator's ReservationPreAllocationRestorePlugin) -------------------
+class RecordPreAllocation(SchedulerPlugin, ReservationPreAllocationRestorePlugin):
+    """Records the hook calls; fails them when told to (``TestRunReservationExtensionPreRestore
+    ReservationPreAllocation``'s fake plugin)."""
+
+    name: ClassVar[str] = "RecordPreAllocation"
+    pre_restore_error: ClassVar[str] = ""
+    restore_error: ClassVar[str] = ""
+    calls: ClassVar[list[tuple[str, str, tuple[str, ...], str]]] = []
+
+    def pre_restore_reservation_pre_allocation(
+        self, state: CycleState, reservation: ReservationInfo
+    ) -> Status:
+        self.calls.append(("pre", reservation.name, (), ""))
+        if self.pre_restore_error:
+            raise RuntimeError(self.pre_restore_error)
+        return Status()
+
+    def restore_reservation_pre_allocation(
+        self,
+        state: CycleState,
+        reservation: ReservationInfo,
+        pre_allocatable: Sequence[PodInfo],
+        node: NodeInfo,
+    ) -> Status:
+        self.calls.append(("restore", reservation.name, tuple(p.name for p in pre_allocatable), node.name))
+        if self.restore_error:
+            return Status(Code.ERROR, (self.restore_error,))
+        return Status()
+
+
+def _pre_allocating_cluster() -> list[dict[str, Any]]:
+    r = make_reservation(
+        "r", cpu="2", owner_labels={"app": "a"}, allocate_once=False, allocate_policy="Restricted"
+    )
+    r["spec"]["preAllocation"] = True
+    return [
+        make_node("n1", cpu="2", memory="8Gi"),
+        make_node("n2", cpu="2", memory="8Gi"),
+        make_pod("old", cpu="2", memory="1Gi", node="n1", phase="Running", labels={"app": "a"}),
+        r,
+    ]
+
+
+@pytest.mark.parametrize(
+    ("pre_error", "error", "placed"),
+    [
+        pytest.param("", "", True, id="store successfully"),
+        pytest.param("pre restore err", "", False, id="pre restore err"),
+        pytest.param("", "restore err", False, id="restore err"),
+    ],
+)
+def test_pre_allocation_restore_hooks_run_over_the_candidates(
+    pre_error: str, error: str, placed: bool
+) -> None:
+    """``TestRunReservationExtensionPreRestoreReservationPreAllocation`` through the Reservation plugin:
+    once per cycle, then per node with the candidates there; a failing hook fails the cycle, named."""
+    RecordPreAllocation.calls = []
+    RecordPreAllocation.pre_restore_error = pre_error
+    RecordPreAllocation.restore_error = error
+    h = SchedulerHarness(
+        [Reservation, RecordPreAllocation, NodeResourcesFit, DefaultBinder], now="2024-01-01T00:00:00Z"
+    )
+    h.add(*_pre_allocating_cluster())
+    h.run_until_idle()
+    calls = RecordPreAllocation.calls
+    assert calls[0] == ("pre", "r", (), "")
+    if pre_error:
+        assert all(c[0] == "pre" for c in calls)
+    else:
+        assert calls[1] == ("restore", "r", ("old",), "n1")
+    status = h.cluster.get("Reservation", "r").get("status") or {}
+    assert (status.get("phase") == "Available") is placed
+    if not placed:
+        uid = h.cluster.get("Reservation", "r")["metadata"]["uid"]
+        assert "RecordPreAllocation" in h.scheduler.outcomes[uid].message
+
+
+def test_nominations_are_asked_of_the_nominator_once() -> None:
+    """The nominator registered in BeforePreFilter answers the first reader; later readers (and the
+    nominator's own Reserve) get the same answer; a reader asking while it nominates gets nothing."""
+    state = CycleState()
+    asked: list[str] = []
+    pod = PodInfo.from_manifest(make_pod("p", node="n1"))
+    r = ReservationInfo("r", "uid-r", "n1", "Available", {"cpu": 1000})
+
+    def nominate_pods(node: str) -> list[PodInfo]:
+        asked.append(node)
+        assert nominated_pre_allocation(state, node) == ()  # no re-entry
+        return [pod]
+
+    assert nominated_pre_allocation(state, "n1") == ()
+    set_pre_allocation_nominator(state, nominate_pods)
+    assert nominated_pre_allocation(state, "n1") == (pod,)
+    assert nominated_pre_allocation(state, "n1") == (pod,)
+    assert has_pre_allocation_nomination(state, "n1") and asked == ["n1"]
+
+    def nominate(node: str) -> ReservationInfo | None:
+        asked.append(node)
+        assert nominated_reservation(state, node) is None  # no re-entry
+        set_nominated_reservation(state, node, r if node == "n1" else None)
+        return r if node == "n1" else None
+
+    set_reservation_nominator(state, nominate)
+    assert nominated_reservation(state, "n1") is r
+    assert nominated_reservation(state, "n1") is r
+    assert nominated_reservation(state, "n2") is None
+    assert asked == ["n1", "n1", "n2"]

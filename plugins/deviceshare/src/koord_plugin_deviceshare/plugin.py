@@ -43,10 +43,14 @@ from koord_framework.scheduler.frameworkext import (
     MAX_RESERVATION_SCORE,
     ReservationFilterPlugin,
     ReservationInfo,
+    ReservationPreAllocationRestorePlugin,
     ReservationPreBindPlugin,
     ReservationRestorePlugin,
     ReservationScorePlugin,
+    is_pre_allocation_required,
+    is_pre_allocation_reserve_pod,
     is_reserve_pod,
+    nominated_pre_allocation,
     nominated_reservation,
 )
 from koord_framework.scheduler.interface import (
@@ -88,7 +92,12 @@ from koord_plugin_deviceshare.allocation import (
     decode_allocations,
     encode_allocations,
 )
-from koord_plugin_deviceshare.allocator import AutopilotAllocator, quick_fit, quick_status
+from koord_plugin_deviceshare.allocator import (
+    ERR_INSUFFICIENT_GPU_DEVICES,
+    AutopilotAllocator,
+    quick_fit,
+    quick_status,
+)
 from koord_plugin_deviceshare.args import DeviceShareArgs
 from koord_plugin_deviceshare.columns import GPU_COLUMNS, GPUColumns
 from koord_plugin_deviceshare.device import DeviceError, ParsedDevice, parse_device
@@ -105,8 +114,11 @@ from koord_plugin_deviceshare.reservation import (
     NodeRestoreState,
     RestoreStates,
     ReusableAlloc,
+    includes_devices,
+    merge_pre_allocatable,
     required_device_resources,
     restore_node,
+    restore_pre_allocation,
     restore_states_of,
 )
 from koord_plugin_deviceshare.scoring import DeviceScorer
@@ -175,6 +187,12 @@ def _gpu_minors(result: DeviceAllocations | None) -> tuple[int, ...]:
     return tuple(a.minor for a in (result or {}).get(n.GPU, []))
 
 
+def _reservation_required(pod: PodInfo) -> bool:
+    """``isReservationRequired``: the pod must get its devices from a reservation (required reservation
+    affinity), or a reserve pod from the pods it takes over (``pre-allocation-required``)."""
+    return bool(pod.annotations.get(ANNOTATION_RESERVATION_AFFINITY)) or is_pre_allocation_required(pod)
+
+
 def _short(name: str) -> str:
     return name.split("/", 1)[-1]
 
@@ -195,6 +213,7 @@ class DeviceShare(
     PreBindPlugin,
     EnqueueExtensions,
     ReservationRestorePlugin,
+    ReservationPreAllocationRestorePlugin,
     ReservationFilterPlugin,
     ReservationPreBindPlugin,
     ReservationScorePlugin,
@@ -431,19 +450,26 @@ class DeviceShare(
         if pod.labels.get(LABEL_RESERVATION_IGNORED) == "true":
             return self._allocate_ignoring_reservations(allocator, restore, basic)
         base = append_allocated(None, basic, restore.matched_allocated)
+        # A pre-allocating reserve pod allocates from candidate pods (the cycle state says so, not the pod).
+        pre_allocation = restore.pre_allocation is not None
         reasons: list[str] = []
         for alloc in allocs:
             preemptible = append_allocated(None, base, alloc.remained)
             preferred = {t: set(res) for t, res in alloc.allocatable.items()}
             # Default is implemented as Aligned upstream: the reservation's devices and the node's free ones.
-            required = (
-                required_device_resources(alloc)
-                if alloc.reservation.allocate_policy == "Restricted"
-                else None
-            )
+            restricted = alloc.reservation.allocate_policy == "Restricted"
+            # A pre-allocating reservation may hold more than the candidate's devices.
+            required = required_device_resources(alloc) if restricted and not pre_allocation else None
             result, status = allocator.allocate(
                 required=required, preemptible=preemptible, preferred=preferred
             )
+            # ... but it takes over every device of the candidate.
+            taken_over = not (restricted and pre_allocation) or includes_devices(
+                result or {}, alloc.allocatable
+            )
+            if status.is_success and not taken_over:
+                reasons.append(ERR_INSUFFICIENT_GPU_DEVICES)
+                continue
             if status.is_success:
                 return result, status
             reasons += status.reasons
@@ -471,9 +497,19 @@ class DeviceShare(
         restore: NodeRestoreState,
         basic: Mapping[str, DeviceResources],
     ) -> tuple[DeviceAllocations | None, Status]:
-        """``allocateWithNominated``: in Reserve, an owner pod allocates inside its nominated reservation."""
+        """``allocateWithNominated``: in Reserve, an owner pod allocates inside its nominated reservation, a
+        pre-allocating reserve pod inside the pods nominated for it (with ``enableMultiple`` all of them
+        together, where Koordinator takes the first)."""
         if is_reserve_pod(pod):
-            return None, Status.success()
+            if not is_pre_allocation_reserve_pod(pod) or restore.pre_allocation is None:
+                return None, Status.success()
+            taken = nominated_pre_allocation(state, node_name)
+            found = [a for a in (restore.find_pre_allocatable(p.uid) for p in taken) if a is not None]
+            if not found:
+                return None, Status.success()
+            return self._allocate_from_reusable(
+                allocator, pod, restore, [merge_pre_allocatable(found)], basic, False
+            )
         if pod.labels.get(LABEL_RESERVATION_IGNORED) == "true":
             return self._allocate_ignoring_reservations(allocator, restore, basic)
         nominated = nominated_reservation(state, node_name)
@@ -503,7 +539,7 @@ class DeviceShare(
     ) -> tuple[ProviderHints | None, Status]:
         restore = restore_states_of(state).of(node.name)
         basic = self._basic_preemptible(s, restore, node.name)
-        required = bool(pod.annotations.get(ANNOTATION_RESERVATION_AFFINITY))
+        required = _reservation_required(pod)
         numa_of: dict[str, list[int]] = {
             device_type: [
                 i.topology.node_id for i in infos if i.topology is not None and i.topology.node_id >= 0
@@ -535,7 +571,7 @@ class DeviceShare(
                     allocator, pod, restore, restore.matched, basic, required
                 )
                 if status.is_success and not result:
-                    preemptible = append_allocated(None, basic, restore.matched_allocatable)
+                    preemptible = append_allocated(None, basic, restore.fallback_allocatable)
                     result, status = allocator.allocate(preemptible=preemptible)
             if len(in_mask) == len(numa_nodes):
                 unsatisfied = status
@@ -573,13 +609,13 @@ class DeviceShare(
             restore = restore_states_of(state).of(node.name)
             basic = self._basic_preemptible(s, restore, node.name)
             allocator = AutopilotAllocator(s, nd, node.node.labels, numa_nodes=numa)
-            required = bool(pod.annotations.get(ANNOTATION_RESERVATION_AFFINITY))
+            required = _reservation_required(pod)
             result, status = self._allocate_from_reusable(
                 allocator, pod, restore, restore.matched, basic, required
             )
             if not status.is_success or result:
                 return status
-            _, status = allocator.allocate(preemptible=append_allocated(basic, restore.matched_allocatable))
+            _, status = allocator.allocate(preemptible=append_allocated(basic, restore.fallback_allocatable))
             return status
 
     # --- reservation hooks ---------------------------------------------------------------------------------
@@ -606,6 +642,36 @@ class DeviceShare(
         state.write(RESTORE_STATE_KEY, states)
         return Status.success()
 
+    def pre_restore_reservation_pre_allocation(
+        self, state: CycleState, reservation: ReservationInfo
+    ) -> Status:
+        """``PreRestoreReservationPreAllocation``: nothing to restore unless the reservation asks for
+        devices (its allocatable is the template's requests while it is Pending)."""
+        skip = not any(k in _DEVICE_NAMES for k in reservation.allocatable)
+        state.write(RESTORE_STATE_KEY, RestoreStates(skip=skip))
+        return Status.success()
+
+    def restore_reservation_pre_allocation(
+        self,
+        state: CycleState,
+        reservation: ReservationInfo,
+        pre_allocatable: Sequence[PodInfo],
+        node: NodeInfo,
+    ) -> Status:
+        """``RestoreReservationPreAllocation``: each candidate pod's devices, reusable by the reserve pod."""
+        states = restore_states_of(state)
+        if states.skip or not pre_allocatable:
+            return Status.success()
+        with self._lock:
+            nd = self.nodes.get(node.name)
+            if nd is None:
+                return Status.success()
+            states.nodes[node.name] = restore_pre_allocation(
+                nd, states.of(node.name), reservation, pre_allocatable
+            )
+        state.write(RESTORE_STATE_KEY, states)
+        return Status.success()
+
     def filter_reservation(
         self, state: CycleState, pod: PodInfo, reservation: ReservationInfo, node: NodeInfo
     ) -> Status:
@@ -622,7 +688,11 @@ class DeviceShare(
         if ni is None:
             return Status.as_error(f"getting node {node_name!r} from Snapshot: not found")
         restore = restore_states_of(state).of(node_name)
-        alloc = restore.find(reservation.uid)
+        # Nominating a candidate pod of a pre-allocating reservation: can the reserve pod take its devices?
+        if restore.pre_allocation is not None:
+            alloc = restore.find_pre_allocatable(pod.uid)
+        else:
+            alloc = restore.find(reservation.uid)
         with self._lock:
             nd = self.nodes.get(node_name)
             if nd is None or alloc is None:
@@ -758,13 +828,13 @@ class DeviceShare(
                     status = Status.success()
             if status is None:
                 allocator = AutopilotAllocator(s, nd, labels, numa_nodes=numa_nodes)
-                required = bool(pod.annotations.get(ANNOTATION_RESERVATION_AFFINITY))
+                required = _reservation_required(pod)
                 result, status = self._allocate_from_reusable(
                     allocator, pod, restore, restore.matched, preemptible, required
                 )
                 if status.is_success and not result:
                     # Upstream's fallback returns every matched reservation's devices to the node.
-                    preemptible = append_allocated(preemptible, restore.matched_allocatable)
+                    preemptible = append_allocated(preemptible, restore.fallback_allocatable)
                     _, status = allocator.allocate(preemptible=preemptible)
             if status.is_success:
                 return status
@@ -902,7 +972,7 @@ class DeviceShare(
                 score, status = self._score_with_reservation(allocator, pod, restore, basic, nominated)
                 if status.is_success:
                     return score, status
-            return allocator.score(preemptible=append_allocated(basic, restore.matched_allocatable))
+            return allocator.score(preemptible=append_allocated(basic, restore.fallback_allocatable))
 
     @staticmethod
     def _score_with_reservation(
@@ -1001,7 +1071,7 @@ class DeviceShare(
                         state, allocator, pod, node_name, restore, basic
                     )
                     if status.is_success and not result:
-                        preemptible = append_allocated(basic, restore.matched_allocatable)
+                        preemptible = append_allocated(basic, restore.fallback_allocatable)
                         result, status = allocator.allocate(preemptible=preemptible)
                 except ValueError as err:
                     return Status.as_error(f"fillGPUTotalMem failed: {err}, node: {node_name}")

@@ -13,8 +13,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
+from koord_framework.api.objects import PodInfo
 from koord_framework.scheduler.cycle_state import CycleState
 from koord_framework.scheduler.frameworkext import ReservationInfo
+from koord_plugin_deviceshare.allocation import DeviceAllocation
 from koord_plugin_deviceshare.nodedevice import (
     DeviceResources,
     NodeDevice,
@@ -28,8 +30,11 @@ __all__ = [
     "NodeRestoreState",
     "RestoreStates",
     "ReusableAlloc",
+    "includes_devices",
+    "merge_pre_allocatable",
     "required_device_resources",
     "restore_node",
+    "restore_pre_allocation",
     "restore_states_of",
 ]
 
@@ -39,12 +44,16 @@ ByType = dict[str, DeviceResources]
 
 @dataclass(frozen=True, slots=True)
 class ReusableAlloc:
-    """One reservation's devices on a node (Koordinator's ``reusableAlloc``)."""
+    """One reservation's devices on a node, or one pod's that a pre-allocating reservation may take over
+    (Koordinator's ``reusableAlloc``)."""
 
     reservation: ReservationInfo
+    """The matched reservation, or the pre-allocating one for a candidate pod."""
     allocatable: ByType
     allocated: ByType
     remained: ByType
+    pre_allocatable: PodInfo | None = None
+    """The candidate pod whose devices these are (pre-allocation only)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,9 +66,24 @@ class NodeRestoreState:
     matched_allocated: ByType = field(default_factory=dict)
     unmatched_used: ByType = field(default_factory=dict)
     """What owner pods use inside the reservations the pod does not match (counted twice otherwise)."""
+    pre_allocation: ReservationInfo | None = None
+    """Set for a pre-allocating reserve pod: ``matched`` then holds its candidate pods' devices."""
+    fallback_allocatable: ByType = field(default_factory=dict)
+    """What the node-level fallback hands back: what owner pods use inside the matched reservations
+    (counted twice on the node otherwise), as NodeNUMAResource's ``tryAllocateFromNode``. Upstream hands
+    back every matched reservation's whole allocatable (its own TODO says this is not the intent): a pod
+    not allocated inside a reservation would get devices the reservation still holds for its owners, and a
+    pre-allocating reservation devices of pods it does not take over."""
 
     def find(self, uid: str) -> ReusableAlloc | None:
-        return next((a for a in self.matched if a.reservation.uid == uid), None)
+        """The matched reservation ``uid`` (never a pre-allocation candidate)."""
+        return next((a for a in self.matched if a.pre_allocatable is None and a.reservation.uid == uid), None)
+
+    def find_pre_allocatable(self, pod_uid: str) -> ReusableAlloc | None:
+        return next(
+            (a for a in self.matched if a.pre_allocatable is not None and a.pre_allocatable.uid == pod_uid),
+            None,
+        )
 
 
 _EMPTY = NodeRestoreState()
@@ -121,13 +145,73 @@ def restore_node(
             used,
             {t: {m: {k: max(0, v) for k, v in r.items()} for m, r in res.items()} for t, res in held.items()},
         )
+    return _merged(found_matched, found_unmatched, used, None)
+
+
+def _merged(
+    matched: tuple[ReusableAlloc, ...],
+    unmatched: tuple[ReusableAlloc, ...],
+    unmatched_used: ByType,
+    pre_allocation: ReservationInfo | None,
+) -> NodeRestoreState:
+    """``mergeReservationAllocations``."""
     return NodeRestoreState(
-        matched=found_matched,
-        unmatched=found_unmatched,
-        matched_allocatable=append_allocated(None, *(a.allocatable for a in found_matched)),
-        matched_allocated=append_allocated(None, *(a.allocated for a in found_matched)),
-        unmatched_used=used,
+        matched=matched,
+        unmatched=unmatched,
+        matched_allocatable=append_allocated(None, *(a.allocatable for a in matched)),
+        matched_allocated=append_allocated(None, *(a.allocated for a in matched)),
+        unmatched_used=unmatched_used,
+        pre_allocation=pre_allocation,
+        fallback_allocatable=append_allocated(None, *(a.allocated for a in matched)),
     )
+
+
+def restore_pre_allocation(
+    nd: NodeDevice, current: NodeRestoreState, r: ReservationInfo, pre_allocatable: Sequence[PodInfo]
+) -> NodeRestoreState:
+    """``RestoreReservationPreAllocation`` on one node: every candidate's devices, all reusable by the
+    pre-allocating reserve pod, after what ``current`` already holds."""
+    found = []
+    for p in pre_allocatable:
+        held = nd.get_used(p.key)
+        if not held:
+            continue
+        allocatable = {t: copy_resources(res) for t, res in held.items()}
+        found.append(
+            ReusableAlloc(
+                r,
+                allocatable,
+                {},
+                {t: copy_resources(res) for t, res in held.items()},
+                pre_allocatable=p,
+            )
+        )
+    if not found:
+        return current
+    return _merged((*current.matched, *found), current.unmatched, current.unmatched_used, r)
+
+
+def merge_pre_allocatable(allocs: Sequence[ReusableAlloc]) -> ReusableAlloc:
+    """Several candidate pods taken over together (``enableMultiple``) as one: all their devices."""
+    if len(allocs) == 1:
+        return allocs[0]
+    allocatable = append_allocated(None, *(a.allocatable for a in allocs))
+    return ReusableAlloc(
+        allocs[0].reservation,
+        allocatable,
+        {},
+        {t: copy_resources(res) for t, res in allocatable.items()},
+        pre_allocatable=allocs[0].pre_allocatable,
+    )
+
+
+def includes_devices(result: Mapping[str, Sequence[DeviceAllocation]], required: ByType) -> bool:
+    """``isDeviceAllocationsInclude``: ``result`` has every device (type, minor) of ``required``."""
+    for device_type, devices in required.items():
+        minors = {a.minor for a in result.get(device_type, ())}
+        if not minors or not set(devices) <= minors:
+            return False
+    return True
 
 
 def required_device_resources(alloc: ReusableAlloc) -> ByType:

@@ -41,10 +41,14 @@ from koord_framework.scheduler.frameworkext import (
     LABEL_RESERVATION_IGNORED,
     ReservationFilterPlugin,
     ReservationInfo,
+    ReservationPreAllocationRestorePlugin,
     ReservationPreBindPlugin,
     ReservationRestorePlugin,
     allocated_reservation_of,
+    is_pre_allocation_required,
+    is_pre_allocation_reserve_pod,
     is_reserve_pod,
+    nominated_pre_allocation,
     nominated_reservation,
 )
 from koord_framework.scheduler.interface import (
@@ -113,6 +117,7 @@ from koord_plugin_nodenumaresource.state import (
     PreFilterState,
     ReusableAlloc,
     merge_by_numa,
+    merge_pre_allocatable,
     restore_state_of,
     set_restore_state,
 )
@@ -243,6 +248,7 @@ class NodeNUMAResource(
     EnqueueExtensions,
     NUMATopologyHintProvider,
     ReservationRestorePlugin,
+    ReservationPreAllocationRestorePlugin,
     ReservationFilterPlugin,
     ReservationPreBindPlugin,
     NodeExplainer,
@@ -427,6 +433,7 @@ class NodeNUMAResource(
             pod_numa_exclusive=numa.single_numa_node_exclusive,
             has_reservation_affinity=bool(pod.annotations.get(ANNOTATION_RESERVATION_AFFINITY)),
             reservation_ignored=pod.labels.get(LABEL_RESERVATION_IGNORED) == "true",
+            pre_allocation_required=is_pre_allocation_required(pod),
         )
         if allow_use_cpuset(pod):
             default = self.numa_args.default_cpu_bind_policy
@@ -582,6 +589,9 @@ class NodeNUMAResource(
         if node_freed is not None:
             reusable = node_freed.append_numa(reusable)
             preemptible = node_freed.append_cpus()
+        # A pre-allocating reserve pod allocates from candidate pods (the cycle state says so, not the pod:
+        # a normal pod consuming a placed pre-allocation reservation is not one).
+        pre_allocation = restore.pre_allocation is not None
         reasons: list[str] = []
         for alloc in allocs.values():
             options.reusable_resources = merge_by_numa(reusable, alloc.remained)
@@ -620,6 +630,9 @@ class NodeNUMAResource(
                 options.preemptible_cpus |= again
                 options.preferred_cpus |= again
                 reserved |= again
+            if pre_allocation:
+                # The reservation may hold more than the candidate's NUMA resources (more cpu, memory).
+                options.required_resources = None
             if options.request_cpu_bind and options.num_cpus_needed > len(reserved):
                 reasons.append(ERR_NOT_ENOUGH_CPUS)
                 continue
@@ -628,11 +641,14 @@ class NodeNUMAResource(
                 reasons += status.reasons
                 continue
             assert result is not None
-            if len(result.cpuset) > len(reserved):
-                reasons.append(ERR_NOT_ENOUGH_CPUS)
+            if not pre_allocation and len(result.cpuset) > len(reserved):
+                reasons.append(ERR_NOT_ENOUGH_CPUS)  # a pod gets no more CPUs than the reservation has left
+                continue
+            if pre_allocation and not reserved <= result.cpuset:
+                reasons.append(ERR_NOT_ENOUGH_CPUS)  # the reservation takes over every CPU of the pod
                 continue
             return result, status
-        if st.has_reservation_affinity:
+        if st.has_reservation_affinity or st.pre_allocation_required:
             return None, Status.unschedulable(*(f"Reservation(s) {r}" for r in reasons))
         return None, Status.success()
 
@@ -676,9 +692,12 @@ class NodeNUMAResource(
         restore: NodeRestoreState,
     ) -> tuple[PodAllocation | None, Status]:
         """``allocateWithNominated``: an owner pod allocates inside the reservation it was nominated to
-        (Reserve); it never falls back to the node when that reservation holds CPUs but cannot serve it."""
+        (Reserve), a pre-allocating reserve pod inside the pods it takes over; neither falls back to the node
+        when what it was nominated to holds CPUs but cannot serve it."""
         if is_reserve_pod(pod):
-            return None, Status.success()
+            if not is_pre_allocation_reserve_pod(pod):
+                return None, Status.success()
+            return self._allocate_pre_allocation(state, st, pod, node, options, restore)
         if st.reservation_ignored:
             return self._allocate_ignoring_reservations(pod, node, options, restore, restore.matched)
         if not restore.matched:
@@ -694,6 +713,36 @@ class NodeNUMAResource(
         result, status = self._allocate_from_reservations(
             st, pod, node, options, restore, {nominated.uid: alloc}
         )
+        if not status.is_success:
+            return None, status
+        if result is None:
+            return None, Status.unschedulable(
+                "pod has a nominated reservation but cannot be allocated within its NUMA scope"
+            )
+        return result, status
+
+    def _allocate_pre_allocation(
+        self,
+        state: CycleState,
+        st: PreFilterState,
+        pod: PodInfo,
+        node: str,
+        options: ResourceOptions,
+        restore: NodeRestoreState,
+    ) -> tuple[PodAllocation | None, Status]:
+        """``getNominatedReusableAlloc`` for a reserve pod: the CPUs of the pods nominated for it on ``node``
+        (with ``enableMultiple`` all of them together, where Koordinator takes the first)."""
+        nominated = nominated_pre_allocation(state, node) if restore.pre_allocation is not None else ()
+        if not nominated:
+            if st.pre_allocation_required:
+                return None, Status.unschedulable("no nominated pre-allocatable pod")
+            return None, Status.success()
+        found = [restore.matched[p.uid] for p in nominated if p.uid in restore.matched]
+        if not found:
+            return None, Status.success()  # the nominated pods hold no cpuset or NUMA resources
+        alloc = merge_pre_allocatable(found)
+        key = nominated[0].uid
+        result, status = self._allocate_from_reservations(st, pod, node, options, restore, {key: alloc})
         if not status.is_success:
             return None, status
         if result is None:
@@ -761,6 +810,48 @@ class NodeNUMAResource(
                 )
         return out
 
+    def pre_restore_reservation_pre_allocation(
+        self, state: CycleState, reservation: ReservationInfo
+    ) -> Status:
+        if not isinstance(state.get(RESTORE_STATE_KEY), dict):
+            state.write(RESTORE_STATE_KEY, {})
+        return Status.success()
+
+    def restore_reservation_pre_allocation(
+        self,
+        state: CycleState,
+        reservation: ReservationInfo,
+        pre_allocatable: Sequence[PodInfo],
+        node: NodeInfo,
+    ) -> Status:
+        """``RestoreReservationPreAllocation``: each candidate pod's cpuset and NUMA resources, all of them
+        reusable by the pre-allocating reserve pod (kept by pod uid)."""
+        name = node.name
+        found: dict[str, ReusableAlloc] = {}
+        with self.resources.lock:
+            for p in pre_allocatable:
+                held = self.resources.pod_allocation(name, p.uid)
+                if held is None:
+                    continue
+                numa = merge_by_numa(dict(held.numa_node_resources)) or None
+                if numa is None and not held.cpuset:
+                    continue
+                found[p.uid] = ReusableAlloc(
+                    reservation=reservation,
+                    pre_allocatable=p,
+                    allocatable_cpus=held.cpuset,
+                    remained_cpus=held.cpuset,
+                    allocatable=numa,
+                    remained=numa,
+                )
+        if not found:
+            return Status.success()
+        current = restore_state_of(state, name)
+        set_restore_state(
+            state, name, NodeRestoreState.merged({**current.matched, **found}, current.unmatched, reservation)
+        )
+        return Status.success()
+
     def filter_reservation(
         self, state: CycleState, pod: PodInfo, reservation: ReservationInfo, node: NodeInfo
     ) -> Status:
@@ -790,7 +881,10 @@ class NodeNUMAResource(
         if bind and (options.cpu_topology is None or not options.cpu_topology.is_valid):
             return Status.unresolvable(ERR_INVALID_CPU_TOPOLOGY)
         restore = restore_state_of(state, node_name)
-        alloc = restore.matched.get(reservation.uid)
+        # Nominating a candidate pod for a pre-allocating reservation: ``pod`` is the candidate, the
+        # allocation is the reserve pod's inside that candidate's CPUs.
+        key = pod.uid if restore.pre_allocation is not None else reservation.uid
+        alloc = restore.matched.get(key)
         if alloc is None:
             return Status.success()
         hint = AffinityStore.of(state).get(node_name)
@@ -799,11 +893,13 @@ class NodeNUMAResource(
         except AnnotationError as err:
             return Status.unresolvable(str(err))
         result, status = self._allocate_from_reservations(
-            st, pod, node_name, res_options, restore, {reservation.uid: alloc}
+            st, pod, node_name, res_options, restore, {key: alloc}
         )
         if not status.is_success:
             return status
         if result is None:
+            # Also for a pre-allocation candidate (Koordinator passes it unless pre-allocation is required):
+            # Reserve could not serve the reservation from it, so another candidate should be nominated.
             return Status.unschedulable("reservation NUMA scope is incompatible with the best topology hint")
         return Status.success()
 

@@ -9,10 +9,11 @@ other reservations have owners); elsewhere it is empty and Reserve allocates fro
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Final
 
+from koord_framework.api.objects import PodInfo
 from koord_framework.api.resources import add, subtract_non_negative
 from koord_framework.scheduler.cycle_state import CycleState
 from koord_framework.scheduler.frameworkext import ReservationInfo
@@ -26,6 +27,7 @@ __all__ = [
     "PreFilterState",
     "ReusableAlloc",
     "merge_by_numa",
+    "merge_pre_allocatable",
     "restore_state_of",
     "set_restore_state",
 ]
@@ -52,6 +54,8 @@ class PreFilterState:
     """The pod must consume a reservation (required reservation affinity): no fallback to the node."""
     reservation_ignored: bool = False
     """The pod has the ``reservation-ignored`` label: reserved-but-unused CPUs are usable too."""
+    pre_allocation_required: bool = False
+    """A reserve pod labelled ``pre-allocation-required``: it must take over a pod's CPUs, no fallback."""
     preemptible: dict[str, PreemptibleNodeState] = field(default_factory=dict)
     """Node name -> what the preemption what-if's removed pods give back there (AddPod / RemovePod)."""
 
@@ -74,9 +78,13 @@ def merge_by_numa(*parts: ResourcesByNUMA | None) -> dict[int, dict[str, int]]:
 
 @dataclass(frozen=True, slots=True)
 class ReusableAlloc:
-    """What one reservation holds on a node in this plugin's terms (Koordinator's ``reusableAlloc``)."""
+    """What one reservation (or one pod a pre-allocating reservation may take over) holds on a node in this
+    plugin's terms (Koordinator's ``reusableAlloc``)."""
 
     reservation: ReservationInfo
+    """The matched reservation, or the pre-allocating one for a candidate pod."""
+    pre_allocatable: PodInfo | None = None
+    """The candidate pod whose CPUs / NUMA resources these are (pre-allocation only)."""
     allocatable_cpus: frozenset[int] = frozenset()
     """The reservation's whole reserved cpuset."""
     allocated_cpus: frozenset[int] = frozenset()
@@ -104,10 +112,15 @@ class NodeRestoreState:
     """Per NUMA node, what owner pods already use of the matched reservations."""
     unmatched_used: ResourcesByNUMA = field(default_factory=dict)
     """Per NUMA node, what owner pods use of the other reservations (counted twice on the node otherwise)."""
+    pre_allocation: ReservationInfo | None = None
+    """Set for a pre-allocating reserve pod: ``matched`` then holds its candidate pods, by pod uid."""
 
     @classmethod
     def merged(
-        cls, matched: Mapping[str, ReusableAlloc], unmatched: Mapping[str, ReusableAlloc]
+        cls,
+        matched: Mapping[str, ReusableAlloc],
+        unmatched: Mapping[str, ReusableAlloc],
+        pre_allocation: ReservationInfo | None = None,
     ) -> NodeRestoreState:
         """``mergeReservationAllocations``."""
         used = merge_by_numa(
@@ -132,6 +145,7 @@ class NodeRestoreState:
             matched_allocatable=merge_by_numa(*(a.allocatable for a in matched.values())),
             matched_allocated=merge_by_numa(*(a.allocated for a in matched.values())),
             unmatched_used=used,
+            pre_allocation=pre_allocation,
         )
 
     @property
@@ -150,6 +164,23 @@ def restore_state_of(state: CycleState, node: str) -> NodeRestoreState:
         if isinstance(found, NodeRestoreState):
             return found
     return _NO_RESTORE
+
+
+def merge_pre_allocatable(allocs: Sequence[ReusableAlloc]) -> ReusableAlloc:
+    """Several candidate pods taken over together (``enableMultiple``) as one: the union of their cpusets
+    and the sum of their NUMA resources."""
+    if len(allocs) == 1:
+        return allocs[0]
+    cpus: frozenset[int] = frozenset().union(*(a.remained_cpus for a in allocs))
+    numa = merge_by_numa(*(a.remained for a in allocs)) or None
+    return ReusableAlloc(
+        reservation=allocs[0].reservation,
+        pre_allocatable=allocs[0].pre_allocatable,
+        allocatable_cpus=cpus,
+        remained_cpus=cpus,
+        allocatable=numa,
+        remained=numa,
+    )
 
 
 def set_restore_state(state: CycleState, node: str, restore: NodeRestoreState) -> None:

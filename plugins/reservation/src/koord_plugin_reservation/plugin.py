@@ -50,9 +50,14 @@ from koord_framework.scheduler.frameworkext import (
     ReservationScorePlugin,
     allow_reservation_preemption,
     has_nomination,
+    has_pre_allocation_nomination,
     is_reserve_pod,
+    nominated_pre_allocation,
     nominated_reservation,
+    set_nominated_pre_allocation,
     set_nominated_reservation,
+    set_pre_allocation_nominator,
+    set_reservation_nominator,
 )
 from koord_framework.scheduler.interface import (
     BindPlugin,
@@ -420,6 +425,9 @@ class Reservation(
             if entry.counted is not None:
                 ns.restored.append(entry.counted)
                 restore.add(node, entry.counted)
+        if ps.nodes and not ps.ignored:
+            # Resource plugins read the nomination in their Reserve, which may come before this plugin's.
+            set_reservation_nominator(state, lambda node_name: self._nominate_now(state, pod, node_name))
         ext = self._extended
         if ps.nodes and ext is not None and ext.reservation_extensions.has_restore_plugins:
             s = self._restore_hooks(state, pod, ps)
@@ -449,6 +457,15 @@ class Reservation(
             required=pod.labels.get(LABEL_PRE_ALLOCATION_REQUIRED) == "true",
         )
         ps.pre_allocation = pa
+        ext = self._extended.reservation_extensions if self._extended is not None else None
+        if ext is not None:
+            s = ext.run_pre_restore_reservation_pre_allocation(state, info)
+            if not s.is_success:
+                return None, s
+        # Resource plugins ask for the nomination in their Reserve, which may run before this plugin's.
+        set_pre_allocation_nominator(
+            state, lambda node_name: self._pre_allocated_on(state, ps, pa, node_name)[0]
+        )
         wanted = pod.annotations.get(ANNOTATION_RESERVATION_NODE, "")
         found = list_candidates(
             self.handle.node_infos(),
@@ -473,6 +490,12 @@ class Reservation(
             pa.candidates[node_name] = kept
             for p in kept:
                 restore.add(node_name, p)
+            if ext is not None:
+                # What they hold in the resource plugins' terms: CPU sets, devices (Koordinator's
+                # restoreReservationResourcesForNode).
+                s = ext.run_restore_reservation_pre_allocation(state, info, kept, node)
+                if not s.is_success:
+                    return None, s
         return restore, Status()
 
     def _filter_pre_allocation(
@@ -501,6 +524,43 @@ class Reservation(
             ignored=self.ignored,
             ignored_groups=self.ignored_groups,
         )
+
+    def _fits_without_pre_allocation(self, ps: PodState, pa: PreAllocation, node_name: str) -> Status:
+        """Whether the reservation fits ``node_name`` on free capacity, every candidate still counted."""
+        node = self.handle.node_info(node_name)
+        if node is None:
+            return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ("missing node",))
+        requested, pods = node_usage(node, pa.candidates.get(node_name, []))
+        return filter_with_pre_allocatable(
+            reservation_requests=ps.pod_requests,
+            info=pa.info,
+            allocatable=node.allocatable,
+            requested=requested,
+            pods=pods,
+            candidates=[],
+            required=False,
+            multiple=False,
+            prefer_free=True,
+            hook=lambda _p: Status(),
+            ignored=self.ignored,
+            ignored_groups=self.ignored_groups,
+        )[1]
+
+    def _pre_allocated_on(
+        self, state: CycleState, ps: PodState, pa: PreAllocation, node_name: str
+    ) -> tuple[list[PodInfo], Status]:
+        """The nomination on ``node_name``, worked out once per cycle and recorded for the resource plugins
+        (``nominated_pre_allocation``), whichever Reserve asks first."""
+        if has_pre_allocation_nomination(state, node_name):
+            return list(nominated_pre_allocation(state, node_name)), pa.nomination_errors.get(
+                node_name, Status()
+            )
+        pods, s = self._nominate_pre_allocation(state, ps, pa, node_name)
+        if not s.is_success:
+            pa.nomination_errors[node_name] = s
+            pods = []
+        set_nominated_pre_allocation(state, node_name, pods)
+        return pods, s
 
     def _nominate_pre_allocation(
         self, state: CycleState, ps: PodState, pa: PreAllocation, node_name: str
@@ -978,6 +1038,15 @@ class Reservation(
         best = max(range(len(candidates)), key=lambda i: scores[i])
         return candidates[best], Status()
 
+    def _nominate_now(self, state: CycleState, pod: PodInfo, node_name: str) -> ReservationInfo | None:
+        """The nomination a resource plugin's Reserve asks for before this plugin's Reserve ran (recorded
+        as Reserve would; an error is left for Reserve to report)."""
+        r, s = self.nominate_reservation(state, pod, node_name)
+        if not s.is_success:
+            return None
+        set_nominated_reservation(state, node_name, r)
+        return r
+
     # --- PreScore / Score --------------------------------------------------------------------------
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status:
         ps = pod_state(state)
@@ -1070,11 +1139,17 @@ class Reservation(
                 return Status(Code.ERROR, ("reservation not found",))
             pa = ps.pre_allocation
             if pa is not None:
-                pods, s = self._nominate_pre_allocation(state, ps, pa, node_name)
+                pods, s = self._pre_allocated_on(state, ps, pa, node_name)
                 if not s.is_success:
                     return s
                 if not pods and pa.required:
                     return Status(Code.UNSCHEDULABLE, (ERR_REASON_NO_PODS_MEET_PRE_ALLOCATION,))
+                if not pods and pa.selected.get(node_name):
+                    # Filter let the reservation onto this node with candidates, and nomination (a resource
+                    # plugin's say on CPUs or devices) kept none: free capacity alone must do.
+                    s = self._fits_without_pre_allocation(ps, pa, node_name)
+                    if not s.is_success:
+                        return s
                 try:
                     for p in pods:
                         self._apply(self.cache.assume(entry.r.uid, p))
@@ -1250,7 +1325,7 @@ class Reservation(
                 return []
             # Explaining runs before Reserve: say whom the nomination takes over on the chosen node.
             if node_name:
-                pods, s = self._nominate_pre_allocation(state, ps, pa, node_name)
+                pods, s = self._pre_allocated_on(state, ps, pa, node_name)
                 if s.is_success and pods:
                     return [f"pre-allocates {', '.join(p.key for p in pods)} on node {node_name}"]
             nodes = ", ".join(sorted(pa.candidates)) or "none"

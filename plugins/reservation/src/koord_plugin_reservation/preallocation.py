@@ -74,6 +74,8 @@ class PreAllocation:
     """The pods Reserve assumed into the reservation."""
     patched: list[PodInfo] = field(default_factory=list)
     """The pods PreBind wrote ``reservation-allocated`` on (Unreserve takes it off again)."""
+    nomination_errors: dict[str, Status] = field(default_factory=dict)
+    """Node -> why nominating there failed (the nomination itself is recorded empty in the cycle state)."""
 
 
 def priority_of(pod: PodInfo, annotation_key: str) -> int:
