@@ -255,8 +255,9 @@ def run(
             or DEFAULT_CONFIG_NAMESPACE,
             identity=args.identity or f"{socket.gethostname()}_{uuid.uuid4()}",
         )
+    registry = CollectorRegistry()  # the runner's /metrics; the webhook's series (workers' summed) on it
     try:
-        webhook = start_webhook(port, args)
+        webhook = start_webhook(port, args, registry)
     except KoordError as exc:
         close = getattr(port, "close", None)
         if callable(close):
@@ -267,6 +268,7 @@ def run(
             "manager",
             build,
             address=args.metrics_addr,
+            registry=registry,
             flag="--metrics-addr",
             cluster=port,
             leader_election=lease,

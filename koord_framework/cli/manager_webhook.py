@@ -39,6 +39,8 @@ __all__ = [
 log = logging.getLogger("koord.manager.webhook")
 
 if TYPE_CHECKING:  # without importing cryptography for every CLI start
+    from prometheus_client import CollectorRegistry
+
     from koord_framework.manager.webhook.controller import WebhookSettings
     from koord_framework.manager.webhook.runtime import WebhookRuntime
 
@@ -166,8 +168,11 @@ def settings_from(args: argparse.Namespace, environ: Mapping[str, str] | None = 
     )
 
 
-def start_webhook(cluster: ClusterPort, args: argparse.Namespace) -> WebhookRuntime | None:
-    """The started webhook runtime, or None when off (``--webhook``, gate ``WebhookFramework``)."""
+def start_webhook(
+    cluster: ClusterPort, args: argparse.Namespace, registry: CollectorRegistry | None = None
+) -> WebhookRuntime | None:
+    """The started webhook runtime, or None when off (``--webhook``, gate ``WebhookFramework``); its metrics
+    (the worker processes' summed in) on ``registry``, the manager's ``/metrics``."""
     on = args.webhook == "true" or (args.webhook == "auto" and args.kubeconfig is not None)
     gates = gates_for("manager").parse(args.feature_gates)
     if not on or not gates.enabled("WebhookFramework"):
@@ -175,7 +180,9 @@ def start_webhook(cluster: ClusterPort, args: argparse.Namespace) -> WebhookRunt
     from koord_framework.manager.webhook.runtime import WebhookRuntime, load_handlers
 
     settings = settings_from(args)
-    runtime = WebhookRuntime(cluster, settings, load_handlers(gates, handler_args_from(args)), gates=gates)
+    runtime = WebhookRuntime(
+        cluster, settings, load_handlers(gates, handler_args_from(args)), registry=registry, gates=gates
+    )
     try:
         runtime.start()
     except OSError as exc:

@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, cast
 
+from koord_framework.api.quantity import Quantity
 from koord_framework.cluster.clock import parse_time
 from koord_framework.manager.colocation import ColocationStrategy
 from koord_framework.manager.podrecord import PodRecord
@@ -75,6 +76,32 @@ class ResourceItem:
     annotations: Mapping[str, str] = field(default_factory=dict)
     labels: Mapping[str, str] = field(default_factory=dict)
     """Node labels the calculator decided (merged over every item; written by ``prepare_labels``)."""
+    spelling: Quantity | None = field(default=None, compare=False)
+    """The quantity as Koordinator's calculator builds it (value *and* suffix family, Go's
+    ``resource.Quantity``), when it is not the one ``format_resource`` would give: the node gets its
+    canonical text (``16Gi``, ``18k``), as Go serialises it. Its ``value()`` is ``quantity``. Left out of
+    equality, as Go compares quantities by value. Build such an item with :meth:`of`."""
+
+    def __post_init__(self) -> None:
+        if self.spelling is not None and self.spelling.value() != self.quantity:
+            raise ValueError(
+                f"resource item {self.name!r}: spelling {self.spelling} is not quantity {self.quantity}"
+            )
+
+    @classmethod
+    def of(cls, name: str, quantity: Quantity, message: str = "") -> ResourceItem:
+        """The item setting ``name`` to ``quantity``, written to the node in the quantity's own spelling."""
+        return cls(name, quantity=quantity.value(), message=message, spelling=quantity)
+
+    def text(self) -> str | None:
+        """What the node status gets: ``None`` for a reset or an item without a quantity."""
+        if self.reset or self.quantity is None:
+            return None
+        if self.spelling is not None:
+            return str(self.spelling)
+        from koord_framework.api.resources import format_resource
+
+        return format_resource(self.name, self.quantity)
 
 
 @dataclass(frozen=True)

@@ -258,10 +258,11 @@ class NodeResourceReconciler(_PerNode):
             if not self._owned(item.name):
                 continue  # an item carrying only annotations
             quantity = item.quantity
-            if quantity is not None and item.name == BATCH_CPU and ratio > 1.0:
+            if quantity is not None and item.name == BATCH_CPU and ratio > 1.0 and not item.reset:
                 # batch-cpu is advertised in normalized cores (``util.PrepareNodeForResource``)
-                quantity = int(quantity * ratio)
-            text = None if item.reset or quantity is None else format_resource(item.name, quantity)
+                text: str | None = format_resource(item.name, int(quantity * ratio))
+            else:
+                text = item.text()  # a Go quantity's own spelling when the calculator gave one
             for section in ("capacity", "allocatable"):
                 res = status[section]
                 if text is None:

@@ -113,3 +113,37 @@ def yaml_docs(path: Path) -> list[dict[str, object]]:
     import yaml
 
     return [d for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+def test_metrics_carry_the_webhook_series(tmp_path: Path) -> None:
+    """The webhook's series (Koordinator's binding-admission counter and duration histogram, the workers'
+    summed in) are on ``koord manager``'s ``/metrics``."""
+    port = free_port()
+    args = args_for(
+        "--metrics-addr",
+        f"127.0.0.1:{port}",
+        "--enable-leader-election",
+        "false",
+        "--resync",
+        "1",
+        "--webhook",
+        "true",
+        "--webhook-port",
+        "0",
+        "--webhook-workers",
+        "1",
+        "--webhook-cert-dir",
+        str(tmp_path / "certs"),
+    )
+    from tests.manager.test_webhook_writes import _configurations
+
+    c = cluster()
+    _configurations(c)
+    with in_thread(lambda stop: manager_cli.run(args, cluster=c, stop=stop)) as (stop, result):
+        wait_for(lambda: get(port, "/readyz")[0] == 200, 30, "/readyz 200")
+        _, body = get(port, "/metrics")
+        assert "# TYPE koord_manager_webhook_binding_admission_decisions_total counter" in body
+        assert "# TYPE koord_manager_webhook_webhook_duration_milliseconds histogram" in body
+        assert "# TYPE koord_manager_webhook_duration_seconds histogram" in body
+        stop.set()
+    assert result == [0]

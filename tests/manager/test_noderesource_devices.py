@@ -98,7 +98,7 @@ def test_device_resources_and_labels_reach_the_node(cluster: MemoryCluster) -> N
     for section in ("capacity", "allocatable"):
         res = node["status"][section]
         assert res[GPU] == "200" and res[GPU_CORE] == "200"
-        assert int(res[GPU_MEMORY]) == 32 * 1024**3
+        assert res[GPU_MEMORY] == "32Gi"  # the Device's BinarySI family, as Go serialises the sum
         assert res[RDMA] == "100"
         assert GPU_SHARED not in res  # the gate is off by default
     labels = node["metadata"]["labels"]
@@ -173,3 +173,58 @@ def test_noderesource_plugins_selects_them() -> None:
     assert names.index("GPUDeviceResource") < names.index("RDMADeviceResource")  # Koordinator's order
     assert "GPUDeviceResource" not in [p.name for p in load_plugins("*,-GPUDeviceResource")]
     assert [p.name for p in load_plugins("RDMADeviceResource")] == ["RDMADeviceResource"]
+
+
+def go_device(gpu_memory: list[str], *, rdma: int = 0) -> dict[str, Any]:
+    """``testDeviceNVIDIA`` of Koordinator's ``TestPluginCalculate``, its quantities as Go serialises them
+    (``NewQuantity(8000, DecimalSI)`` is ``8k``)."""
+    d = device(gpus=len(gpu_memory), rdma=rdma)
+    d["metadata"]["labels"][DRIVER] = "480"
+    for entry, memory in zip(d["spec"]["devices"], gpu_memory, strict=False):
+        entry["resources"][GPU_MEMORY] = memory
+    return d
+
+
+def test_the_node_status_is_what_go_writes(cluster: MemoryCluster) -> None:
+    """Koordinator's ``TestPluginPrepare`` (nvidia: update resources) expects ``gpu-memory``
+    ``NewQuantity(18000, DecimalSI)`` in the node status, from ``TestPluginCalculate``'s
+    ``NewScaledQuantity(18, 3)``: JSON ``"18k"``, not a byte count."""
+    cluster.update({**cluster.get("Device", "n1"), "spec": go_device(["8k", "10k"])["spec"]})
+    node = sync(cluster, "EnableSyncGPUSharedResource=true")
+    want = {
+        "cpu": "32",
+        "memory": "128Gi",
+        GPU: "200",
+        GPU_CORE: "200",
+        GPU_MEMORY: "18k",
+        "koordinator.sh/gpu-memory-ratio": "200",
+        GPU_SHARED: "200",
+    }
+    for section in ("capacity", "allocatable"):
+        got = {k: v for k, v in node["status"][section].items() if k in want}
+        assert got == want
+
+
+@pytest.mark.parametrize(
+    ("memory", "want"),
+    [
+        (["16Gi", "16Gi"], "32Gi"),  # BinarySI stays BinarySI
+        (["16384Mi", "16Gi"], "32Gi"),  # canonical, not the first text
+        (["8Gi", "1000"], "8589935592"),  # BinarySI, not a whole number of Ki: plain digits
+        (["1000", "8Gi"], "8589935592"),  # DecimalSI first: the family of the first addend
+        (["8000", "10000"], "18k"),
+        (["0", "1Gi"], "1Gi"),  # a zero total takes the addend's family (Go's Add)
+    ],
+)
+def test_gpu_memory_keeps_go_quantity_spelling(cluster: MemoryCluster, memory: list[str], want: str) -> None:
+    cluster.update({**cluster.get("Device", "n1"), "spec": go_device(memory)["spec"]})
+    node = sync(cluster)
+    assert node["status"]["capacity"][GPU_MEMORY] == node["status"]["allocatable"][GPU_MEMORY] == want
+
+
+def test_counts_are_decimal_si_as_go_writes_them(cluster: MemoryCluster) -> None:
+    """``NewQuantity(n*100, DecimalSI)``: ten RDMA NICs or ten GPUs' ``gpu.shared`` are ``1k``."""
+    cluster.update({**cluster.get("Device", "n1"), "spec": device(gpus=10, rdma=10)["spec"]})
+    node = sync(cluster, "EnableSyncGPUSharedResource=true")
+    res = node["status"]["allocatable"]
+    assert (res[RDMA], res[GPU_SHARED], res[GPU], res[GPU_MEMORY]) == ("1k", "1k", "1k", "160Gi")

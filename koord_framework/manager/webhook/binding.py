@@ -14,25 +14,22 @@ from __future__ import annotations
 import logging
 from typing import Any, ClassVar
 
-from prometheus_client import Counter
-
 from koord_framework.manager.webhook.admission import (
     AdmissionHandler,
     AdmissionRequest,
     Denied,
     FailurePolicy,
 )
+from koord_framework.manager.webhook.metrics import PROCESS
 from koord_framework.plugin import PluginArgs
 
 __all__ = ["DECISIONS", "BindingAdmission", "BindingAdmissionArgs", "parse_list"]
 
 log = logging.getLogger("koord.manager.webhook")
 
-DECISIONS = Counter(
-    "koord_manager_webhook_binding_admission_decisions",
-    "Binding admission decisions, by decision (Koordinator's binding_admission_decisions_total)",
-    ["decision"],
-)
+DECISIONS = PROCESS.binding_decisions
+"""Koordinator's ``koord_manager_webhook_binding_admission_decisions_total{decision}``, in the process
+answering the admission (summed over the worker processes on the manager's ``/metrics``)."""
 
 DENIED_MESSAGE = "binding denied: username is not in the allowed list"
 

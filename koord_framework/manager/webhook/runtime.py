@@ -19,6 +19,7 @@ from koord_framework.errors import KoordError
 from koord_framework.manager.webhook.admission import GROUP, AdmissionHandler, Gates, Writer
 from koord_framework.manager.webhook.controller import WebhookController, WebhookSettings
 from koord_framework.manager.webhook.dispatch import Dispatcher
+from koord_framework.manager.webhook.metrics import PROCESS, Snapshot, WebhookMetricsCollector
 from koord_framework.manager.webhook.server import WebhookServer
 from koord_framework.manager.webhook.workers import WorkerPool, check_names
 
@@ -61,7 +62,13 @@ class WebhookRuntime:
         self.gates = gates
         self.settings = settings
         self.handlers = list(handlers)
-        self.dispatcher = Dispatcher(self.handlers, registry)
+        self.dispatcher = Dispatcher(self.handlers)
+        self.registry = registry
+        self._collector: WebhookMetricsCollector | None = None
+        if registry is not None:
+            # The manager's /metrics: this process's webhook metrics plus the worker processes' sums.
+            self._collector = WebhookMetricsCollector(PROCESS.registry, self._worker_metrics)
+            registry.register(self._collector)
         self.informer = SharedInformer(cluster)
         self.server: WebhookServer | None = None
         self.pool: WorkerPool | None = None
@@ -85,6 +92,10 @@ class WebhookRuntime:
             log.info(
                 "webhook workers: told to (re)load the serving certificate from %s", self.settings.cert_dir
             )
+
+    def _worker_metrics(self) -> list[Snapshot]:
+        pool = self.pool
+        return pool.metric_snapshots() if pool is not None else []
 
     @property
     def port(self) -> int:
@@ -160,6 +171,9 @@ class WebhookRuntime:
         self.informer.stop()
         for handler in self.handlers:
             handler.close()
+        if self.registry is not None and self._collector is not None:
+            self.registry.unregister(self._collector)
+            self._collector = None
 
 
 def _gates_on(gates: Gates | None) -> frozenset[str]:

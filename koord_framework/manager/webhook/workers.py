@@ -16,6 +16,9 @@ and serves with its own ``WebhookServer``; the manager process keeps everything 
   write on the cluster and sends back the stored object or the error (workers hold no cluster client);
 * supervision: a worker that dies is logged and started again (not ready until it serves again);
   ``close()`` stops every worker and waits for it.
+* metrics: a worker sends a snapshot of its webhook metrics when they changed (at most once a
+  ``metrics.PUSH_INTERVAL``); the manager keeps each worker's last one and, when a worker dies, adds it to
+  a retired total, so the sums on its ``/metrics`` never go back (``metric_snapshots``).
 
 Workers are started with ``spawn`` (not ``fork``): the manager has threads (informer, controllers, HTTP
 clients) whose locks a forked child would inherit held.
@@ -42,6 +45,7 @@ from koord_framework import errors
 from koord_framework.cluster.informer import SharedInformer
 from koord_framework.cluster.port import Obj
 from koord_framework.errors import KoordError
+from koord_framework.manager.webhook import metrics
 from koord_framework.manager.webhook.admission import GROUP, AdmissionHandler
 from koord_framework.manager.webhook.dispatch import Dispatcher
 from koord_framework.manager.webhook.server import WebhookServer, listen
@@ -194,6 +198,20 @@ def _worker_main(
     )
     server.start()
     synced = certified = reported = False
+    pushing = threading.Event()
+
+    def push_metrics() -> None:
+        last: metrics.Snapshot | None = None
+        while not pushing.wait(metrics.PUSH_INTERVAL):
+            current = metrics.snapshot(metrics.PROCESS.registry)
+            if current != last:
+                try:
+                    send(("metrics", current))
+                except (OSError, ValueError):
+                    return  # the manager is gone
+                last = current
+
+    threading.Thread(target=push_metrics, name="webhook-metrics", daemon=True).start()
 
     def certify() -> bool:
         try:
@@ -231,6 +249,7 @@ def _worker_main(
                 send(("ready", os.getpid()))
                 reported = True
     finally:
+        pushing.set()
         server.close()
         for h in handlers:
             h.close()
@@ -245,6 +264,8 @@ class _Worker:
         self.reloaded = 0
         """The last certificate reload this worker has done (``WorkerPool.reload``'s sequence number)."""
         self.send_lock = threading.Lock()
+        self.metrics: metrics.Snapshot = ()
+        """The worker's last metrics snapshot."""
 
     def send(self, msg: tuple[Any, ...]) -> None:
         # A dead worker's pipe fails: the supervisor restarts it.
@@ -291,6 +312,18 @@ class WorkerPool:
         self._reload_seq = 0
         self._closing = threading.Event()
         self._supervisor: threading.Thread | None = None
+        self._retired: metrics.Snapshot = ()
+        """The metrics of workers that died or were stopped (their last snapshots, summed)."""
+
+    def metric_snapshots(self) -> list[metrics.Snapshot]:
+        """The retired workers' metrics and each live worker's last snapshot (``metrics.merge`` sums them)."""
+        with self._lock:
+            return [self._retired, *(w.metrics for w in self._workers if w is not None)]
+
+    def _retire(self, worker: _Worker) -> None:
+        with self._lock:
+            self._retired = metrics.merge([self._retired, worker.metrics])
+            worker.metrics = ()
 
     @property
     def port(self) -> int:
@@ -378,6 +411,9 @@ class WorkerPool:
                         if msg[0] == "ready":
                             w.ready = True
                             log.info("webhook worker %d (pid %s) serving", slot, msg[1])
+                        elif msg[0] == "metrics":
+                            with self._lock:
+                                w.metrics = msg[1]
                         elif msg[0] == "write":
                             self._write(w, msg)
                         elif msg[0] == "reloaded":
@@ -412,6 +448,7 @@ class WorkerPool:
         for remove in worker.unsubscribe:
             remove()
         worker.conn.close()
+        self._retire(worker)
         with self._lock:
             self._workers[slot] = None
         backoff = restarts.get(slot, 0.0)

@@ -15,14 +15,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Final
 
-from koord_framework.manager.noderesource import (
-    ColocationStrategy,
-    NodeResourcePlugin,
-    ResourceItem,
-    ResourceMetrics,
-)
+from koord_lib_deviceresource import DeviceResourceCalculator, sum_resources
+
+from koord_framework.api.quantity import Quantity
+from koord_framework.manager.noderesource import ColocationStrategy, ResourceItem
 from koord_framework.plugin import NoArgs
-from koord_plugin_gpudeviceresource.device import DeviceError, healthy_devices, sum_resources
 
 __all__ = [
     "GATE_SYNC_GPU_SHARED",
@@ -33,7 +30,6 @@ __all__ = [
 ]
 
 PLUGIN_NAME: Final = "GPUDeviceResource"
-DEVICE_KIND: Final = "Device"
 
 RESOURCE_GPU: Final = "koordinator.sh/gpu"
 RESOURCE_GPU_SHARED: Final = "koordinator.sh/gpu.shared"
@@ -79,80 +75,35 @@ class GPUDeviceResourceArgs(NoArgs):
     koord-manager's feature gate ``EnableSyncGPUSharedResource``."""
 
 
-class GPUDeviceResource(NodeResourcePlugin[GPUDeviceResourceArgs]):
+class GPUDeviceResource(DeviceResourceCalculator[GPUDeviceResourceArgs]):
     """Node GPU resources and labels from the node's Device object."""
 
     name: ClassVar[str] = PLUGIN_NAME
     args_model: ClassVar[type[GPUDeviceResourceArgs]] = GPUDeviceResourceArgs
     resource_names: ClassVar[Sequence[str]] = RESOURCE_NAMES
     need_sync_message: ClassVar[str] = NEED_SYNC_FOR_RESOURCE_DIFF_MSG
-    watches: ClassVar[Sequence[str]] = (DEVICE_KIND,)
+    device_type: ClassVar[str] = "gpu"
+    reset_message: ClassVar[str] = RESET_RESOURCES_MSG
 
-    def wants_event(self, kind: str, old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> bool:
-        """A Device created or deleted, or one whose ``spec`` changed (its labels alone do not re-calculate,
-        as Koordinator's ``DeviceHandler.Update``)."""
-        if kind != DEVICE_KIND:
-            return False
-        if old is None or new is None:
-            return True
-        return old.get("spec") != new.get("spec")
-
-    def reset(self, node: Mapping[str, Any], message: str) -> list[ResourceItem]:
-        """Nothing: the GPUs are the node's whatever the colocation strategy says (Koordinator's ``Reset``
-        returns no item)."""
-        return []
-
-    def calculate(
-        self,
-        strategy: ColocationStrategy,
-        node: Mapping[str, Any],
-        pods: Sequence[Mapping[str, Any]],
-        metrics: ResourceMetrics,
+    def device_items(
+        self, device: Mapping[str, Any], found: Sequence[Mapping[str, Any]]
     ) -> list[ResourceItem]:
-        name = (node.get("metadata") or {}).get("name")
-        if not name or (node.get("status") or {}).get("allocatable") is None:
-            raise ValueError(
-                f"node {name!r}: missing essential arguments (metadata.name, status.allocatable)"
-            )
-        if self.context is None:
-            raise RuntimeError("GPUDeviceResource used before bind()")
-        device = self.context.get(DEVICE_KIND, str(name))
-        if device is None:
-            return self._reset_items()
-        try:
-            gpus = healthy_devices(device, "gpu")
-        except DeviceError as exc:
-            raise ValueError(str(exc)) from exc
-        if not gpus:
-            return self._reset_items()
-        return self._items(device, gpus)
-
-    def _items(self, device: Mapping[str, Any], gpus: Sequence[Mapping[str, Any]]) -> list[ResourceItem]:
-        try:
-            totals = sum_resources(device, gpus)
-        except DeviceError as exc:
-            raise ValueError(str(exc)) from exc
+        totals = sum_resources(device, found)
         labels = dict((device.get("metadata") or {}).get("labels") or {})
         vendor = labels.get(LABEL_GPU_VENDOR, "")
         # Only NVIDIA GPUs have the koordinator.sh/gpu wrapper resource; an unnamed vendor keeps the old
-        # behaviour (Koordinator's compatibility rule).
+        # behaviour (Koordinator's compatibility rule). Go starts that sum from a DecimalSI zero.
         if vendor in ("", GPU_VENDOR_NVIDIA):
-            totals[RESOURCE_GPU] = totals.get(RESOURCE_GPU_CORE, 0)
+            totals[RESOURCE_GPU] = totals.get(RESOURCE_GPU_CORE, Quantity.from_int(0))
         assert self.context is not None
         if self.context.feature_enabled(GATE_SYNC_GPU_SHARED):
-            totals[RESOURCE_GPU_SHARED] = len(gpus) * GPU_SHARED_PER_DEVICE
-        items = [
-            ResourceItem(name, quantity=value, message=UPDATE_RESOURCES_MSG)
-            for name, value in sorted(totals.items())
-        ]
+            totals[RESOURCE_GPU_SHARED] = Quantity.from_int(len(found) * GPU_SHARED_PER_DEVICE)
+        # Each quantity keeps the spelling Go gives it on the node (``16Gi``, ``18k``).
+        items = [ResourceItem.of(name, q, UPDATE_RESOURCES_MSG) for name, q in sorted(totals.items())]
         node_labels = {k: str(labels[k]) for k in LABELS if k in labels}
         if node_labels:
             items.append(ResourceItem(PLUGIN_NAME, labels=node_labels, message=UPDATE_LABELS_MSG))
         return items
-
-    @staticmethod
-    def _reset_items() -> list[ResourceItem]:
-        return [ResourceItem(name, reset=True, message=RESET_RESOURCES_MSG) for name in RESOURCE_NAMES]
 
     def prepare_labels(
         self, strategy: ColocationStrategy, node: dict[str, Any], labels: Mapping[str, str]
