@@ -151,6 +151,10 @@ class ControllerLoop:
                 gc.enable()
 
     def run(self, stop: threading.Event, on_round: Callable[[], None] | None = None) -> None:
+        # A stop ends the wait below at once: otherwise SIGTERM waited for the next resync (a minute by
+        # default), past the drain's 30 s grace.
+        waker = threading.Thread(target=self._wake_on, args=(stop,), name="controller-loop-stop", daemon=True)
+        waker.start()
         last_resync = time.monotonic()
         while not stop.is_set():
             self._wake.clear()
@@ -165,4 +169,9 @@ class ControllerLoop:
             timeout = self.resync - (time.monotonic() - last_resync)
             if retries:
                 timeout = min(timeout, min(retries) - time.monotonic())
-            self._wake.wait(max(timeout, 0.001))
+            if not stop.is_set():  # set after this check: the waker's set comes after the clear above
+                self._wake.wait(max(timeout, 0.001))
+
+    def _wake_on(self, stop: threading.Event) -> None:
+        stop.wait()
+        self._wake.set()

@@ -3,11 +3,12 @@ meanwhile reconciles the key at once, ``None`` forgets it, and a failure still b
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable
 
 from prometheus_client import CollectorRegistry, Counter
 
-from koord_framework.manager.controller import Controller
+from koord_framework.manager.controller import Controller, ControllerLoop
 
 
 class Recorder:
@@ -59,3 +60,19 @@ def test_failure_backs_off_as_before() -> None:
     retry = c.next_retry()
     assert retry is not None and 0 < retry < 1
     assert c.pending()
+
+
+def test_a_stop_ends_the_loop_without_waiting_for_the_next_resync() -> None:
+    """SIGTERM sets the stop event; the loop used to notice it only at its next resync (a minute by
+    default), past the 30 s drain grace."""
+    r = Recorder()
+    r.answer = None
+    loop = ControllerLoop([Controller(r)], CollectorRegistry(), resync=3600.0)
+    stop = threading.Event()
+    rounds = threading.Event()
+    runner = threading.Thread(target=loop.run, args=(stop,), kwargs={"on_round": rounds.set}, daemon=True)
+    runner.start()
+    assert rounds.wait(30), "the loop ran its first round"
+    stop.set()
+    runner.join(30)  # an hour's resync otherwise
+    assert not runner.is_alive()
