@@ -31,7 +31,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from functools import partial
 from time import perf_counter
-from typing import TYPE_CHECKING, Any, Protocol, overload
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload
 
 import numpy as np
 
@@ -1441,11 +1441,9 @@ class _ReservationRunner(ReservationExtensions):
         return bool(self.restore)
 
     def run_pre_restore_reservation(self, state: CycleState, pod: PodInfo) -> Status:
-        for name, p in self.restore:
-            s = _guard(name, "PreRestoreReservation", partial(p.pre_restore_reservation, state, pod))
-            if not s.is_success:
-                return s
-        return SUCCESS
+        return _until_failure(
+            self.restore, "PreRestoreReservation", lambda p: p.pre_restore_reservation(state, pod)
+        )
 
     def run_restore_reservation(
         self,
@@ -1455,28 +1453,20 @@ class _ReservationRunner(ReservationExtensions):
         unmatched: Sequence[ReservationInfo],
         node: NodeInfo,
     ) -> Status:
-        for name, p in self.restore:
-            s = _guard(
-                name,
-                "RestoreReservation",
-                partial(p.restore_reservation, state, pod, matched, unmatched, node),
-            )
-            if not s.is_success:
-                return s
-        return SUCCESS
+        return _until_failure(
+            self.restore,
+            "RestoreReservation",
+            lambda p: p.restore_reservation(state, pod, matched, unmatched, node),
+        )
 
     def run_pre_restore_reservation_pre_allocation(
         self, state: CycleState, reservation: ReservationInfo
     ) -> Status:
-        for name, p in self.pre_allocation_restore:
-            s = _guard(
-                name,
-                "PreRestoreReservationPreAllocation",
-                partial(p.pre_restore_reservation_pre_allocation, state, reservation),
-            )
-            if not s.is_success:
-                return s
-        return SUCCESS
+        return _until_failure(
+            self.pre_allocation_restore,
+            "PreRestoreReservationPreAllocation",
+            lambda p: p.pre_restore_reservation_pre_allocation(state, reservation),
+        )
 
     def run_restore_reservation_pre_allocation(
         self,
@@ -1485,39 +1475,27 @@ class _ReservationRunner(ReservationExtensions):
         pre_allocatable: Sequence[PodInfo],
         node: NodeInfo,
     ) -> Status:
-        for name, p in self.pre_allocation_restore:
-            s = _guard(
-                name,
-                "RestoreReservationPreAllocation",
-                partial(p.restore_reservation_pre_allocation, state, reservation, pre_allocatable, node),
-            )
-            if not s.is_success:
-                return s
-        return SUCCESS
+        return _until_failure(
+            self.pre_allocation_restore,
+            "RestoreReservationPreAllocation",
+            lambda p: p.restore_reservation_pre_allocation(state, reservation, pre_allocatable, node),
+        )
 
     def run_filter_reservation(
         self, state: CycleState, pod: PodInfo, reservation: ReservationInfo, node: NodeInfo
     ) -> Status:
-        for name, p in self.filters:
-            s = _guard(
-                name, "FilterReservation", partial(p.filter_reservation, state, pod, reservation, node)
-            )
-            if not s.is_success:
-                return s
-        return SUCCESS
+        return _until_failure(
+            self.filters, "FilterReservation", lambda p: p.filter_reservation(state, pod, reservation, node)
+        )
 
     def run_filter_nominate_reservation(
         self, state: CycleState, pod: PodInfo, reservation: ReservationInfo, node_name: str
     ) -> Status:
-        for name, p in self.filters:
-            s = _guard(
-                name,
-                "FilterNominateReservation",
-                partial(p.filter_nominate_reservation, state, pod, reservation, node_name),
-            )
-            if not s.is_success:
-                return s
-        return SUCCESS
+        return _until_failure(
+            self.filters,
+            "FilterNominateReservation",
+            lambda p: p.filter_nominate_reservation(state, pod, reservation, node_name),
+        )
 
     def run_score_reservation(
         self, state: CycleState, pod: PodInfo, reservations: Sequence[ReservationInfo], node_name: str
@@ -1548,6 +1526,19 @@ class _ReservationRunner(ReservationExtensions):
                     return [], Status(Code.ERROR, (msg,), name)
                 totals[i] += int(value)
         return totals, SUCCESS
+
+
+_P = TypeVar("_P")
+
+
+def _until_failure(plugins: Sequence[tuple[str, _P]], point: str, call: Callable[[_P], Status]) -> Status:
+    """``call`` on each plugin in order, each through ``_guard``: the first status that is not a success,
+    else SUCCESS (the reservation hooks' runners)."""
+    for name, plugin in plugins:
+        s = _guard(name, point, partial(call, plugin))
+        if not s.is_success:
+            return s
+    return SUCCESS
 
 
 def _guard(name: str, point: str, call: Callable[[], Status]) -> Status:
