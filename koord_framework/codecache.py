@@ -242,10 +242,8 @@ def build(path: Path | None = None, modules: Iterable[str] | None = None) -> tup
     location = path if path is not None else cache_path()
     if location is None:
         raise RuntimeError("this interpreter keeps no bytecode cache (sys.implementation.cache_tag is None)")
-    for section in (_exec, _eval, _docs):  # what the modules make now, not what an older version made
-        section.clear()
     install(location, record=True)
-    for section in (_exec, _eval, _docs):  # install read the old file again
+    for section in (_exec, _eval, _docs):  # what the modules make now, not what an older table held
         section.clear()
     failed: list[str] = []
     for name in modules if modules is not None else _modules():
