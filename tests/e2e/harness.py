@@ -20,9 +20,11 @@ import signal
 import socket
 import ssl
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -214,6 +216,28 @@ def stop_process(proc: subprocess.Popen[bytes], timeout: float = 10.0) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout)
+
+
+@contextlib.contextmanager
+def koord_manager(kubeconfig: Path, log: Path, *flags: str) -> Iterator[subprocess.Popen[bytes]]:
+    """``koord manager`` on the API server of ``kubeconfig`` (no leader election, its metrics on a free
+    port) with ``flags``, its output in ``log``; stopped with its worker processes afterwards."""
+    args = [
+        sys.executable,
+        "-m",
+        "koord_framework.cli.main",
+        "manager",
+        f"--kubeconfig={kubeconfig}",
+        f"--metrics-addr=127.0.0.1:{free_port()}",
+        "--enable-leader-election=false",
+        *flags,
+    ]
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        yield proc
+    finally:
+        stop_process(proc, 20.0)  # the manager drains its webhook workers and controllers on SIGTERM
 
 
 def write_kubeconfig(path: Path, url: str, token: str) -> None:

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import base64
 import json
-import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -124,33 +122,16 @@ def manager(
 ) -> Iterator[tuple[subprocess.Popen[bytes], Path, int]]:
     port = e2e_harness.free_port()
     log = tmp_path / "manager.log"
-    args = [
-        sys.executable,
-        "-m",
-        "koord_framework.cli.main",
-        "manager",
-        f"--kubeconfig={kube_apiserver.kubeconfig}",
-        f"--metrics-addr=127.0.0.1:{e2e_harness.free_port()}",
-        "--enable-leader-election=false",
+    flags = (
         "--resync=2",
         f"--webhook-port={port}",
         "--webhook-host=127.0.0.1",
         "--webhook-bind-address=127.0.0.1",
         f"--webhook-cert-dir={tmp_path / 'certs'}",
         "--webhook-cert-writer=secret",
-    ]
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
+    )
+    with e2e_harness.koord_manager(kube_apiserver.kubeconfig, log, *flags) as proc:
         yield proc, log, port
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(5)
 
 
 def _ca_bundle(kube: KubeCluster) -> str:

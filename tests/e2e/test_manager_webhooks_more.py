@@ -6,9 +6,7 @@ Koordinator's message and code 400."""
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -97,14 +95,7 @@ def manager(
     kube_apiserver: Any, koordinator_system: str, koord_crds: list[str], tmp_path: Path, e2e_harness: Any
 ) -> Iterator[tuple[subprocess.Popen[bytes], Path]]:
     log = tmp_path / "manager.log"
-    args = [
-        sys.executable,
-        "-m",
-        "koord_framework.cli.main",
-        "manager",
-        f"--kubeconfig={kube_apiserver.kubeconfig}",
-        f"--metrics-addr=127.0.0.1:{e2e_harness.free_port()}",
-        "--enable-leader-election=false",
+    flags = (
         f"--webhook-port={e2e_harness.free_port()}",
         "--webhook-host=127.0.0.1",
         "--webhook-bind-address=127.0.0.1",
@@ -112,19 +103,9 @@ def manager(
         "--webhook-cert-writer=fs",
         "--webhook-workers=2",  # the quota write goes from a worker process through the manager
         "--feature-gates=EnableQuotaAdmission=true",
-    ]
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
+    )
+    with e2e_harness.koord_manager(kube_apiserver.kubeconfig, log, *flags) as proc:
         yield proc, log
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(5)
 
 
 def test_pods_are_admitted_into_their_elastic_quota_until_its_max(

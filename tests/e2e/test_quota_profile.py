@@ -5,9 +5,7 @@ quota's min at the controller's 10 s requeue, as in Koordinator."""
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -43,29 +41,10 @@ def manager(
     kube_apiserver: Any, koordinator_system: str, koord_crds: list[str], tmp_path: Path, e2e_harness: Any
 ) -> Iterator[tuple[subprocess.Popen[bytes], Path]]:
     log = tmp_path / "manager.log"
-    args = [
-        sys.executable,
-        "-m",
-        "koord_framework.cli.main",
-        "manager",
-        f"--kubeconfig={kube_apiserver.kubeconfig}",
-        f"--metrics-addr=127.0.0.1:{e2e_harness.free_port()}",
-        "--enable-leader-election=false",
-        "--webhook=false",
-        "--controllers=quotaprofile",
-    ]
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
+    with e2e_harness.koord_manager(
+        kube_apiserver.kubeconfig, log, "--webhook=false", "--controllers=quotaprofile"
+    ) as proc:
         yield proc, log
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(5)
 
 
 def test_profile_nodes_in_root_quota_out(
