@@ -75,6 +75,41 @@ def _pod(name: str, namespace: str, cpu: str, label: str, app: str, qos: str = "
     }
 
 
+def _reservation(
+    name: str, label: str, cpu: str, owner_app: str, template_meta: dict[str, Any] | None = None, **spec: Any
+) -> dict[str, Any]:
+    """A Reservation of ``cpu`` cores and 1Gi on the test's node, for pods labelled ``app: owner_app``;
+    ``spec`` adds fields (``allocateOnce``, ``preAllocation``, ...)."""
+    template: dict[str, Any] = {
+        "spec": {
+            "schedulerName": SCHEDULER,
+            "nodeSelector": {"e2e-reservation": label},
+            "containers": [{"name": "main", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}],
+        }
+    }
+    if template_meta is not None:
+        template["metadata"] = template_meta
+    return {
+        "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+        "kind": "Reservation",
+        "metadata": {"name": name},
+        "spec": {
+            "ttl": "1h",
+            **spec,
+            "owners": [{"labelSelector": {"matchLabels": {"app": owner_app}}}],
+            "template": template,
+        },
+    }
+
+
+def _status(kube: KubeCluster, reservation: str) -> dict[str, Any]:
+    return dict(kube.get("Reservation", reservation).get("status") or {})
+
+
+def _bound(kube: KubeCluster, pod: str, namespace: str) -> str:
+    return str((kube.get("Pod", pod, namespace).get("spec") or {}).get("nodeName") or "")
+
+
 @pytest.fixture
 def scheduler(kube: KubeCluster, koord_crds: list[str]) -> Iterator[Scheduler]:
     # NodeNUMAResource's Reserve before Reservation's, as in Koordinator's shipped profile.
@@ -99,30 +134,10 @@ def test_reservation_is_scheduled_and_only_its_owner_consumes_it(
     node = f"{namespace}-node"
     kube.create(_node(node, label))
     name = f"{namespace}-r"
-    kube.create(
-        {
-            "apiVersion": "scheduling.koordinator.sh/v1alpha1",
-            "kind": "Reservation",
-            "metadata": {"name": name},
-            "spec": {
-                "ttl": "1h",
-                "owners": [{"labelSelector": {"matchLabels": {"app": "owner"}}}],
-                "template": {
-                    "metadata": {"namespace": namespace},
-                    "spec": {
-                        "schedulerName": SCHEDULER,
-                        "nodeSelector": {"e2e-reservation": label},
-                        "containers": [
-                            {"name": "main", "resources": {"requests": {"cpu": "3", "memory": "1Gi"}}}
-                        ],
-                    },
-                },
-            },
-        }
-    )
+    kube.create(_reservation(name, label, "3", "owner", {"namespace": namespace}))
 
     def status() -> dict[str, Any]:
-        return dict(kube.get("Reservation", name).get("status") or {})
+        return _status(kube, name)
 
     wait_for(lambda: status().get("phase") == "Available", what="the reservation to become Available")
     assert status()["nodeName"] == node
@@ -134,7 +149,7 @@ def test_reservation_is_scheduled_and_only_its_owner_consumes_it(
     kube.create(_pod("owner", namespace, "2", label, "owner"))
 
     def bound(pod: str) -> str:
-        return str((kube.get("Pod", pod, namespace).get("spec") or {}).get("nodeName") or "")
+        return _bound(kube, pod, namespace)
 
     wait_for(lambda: bound("owner") == node, what="the owner to be bound")
     annotations = kube.get("Pod", "owner", namespace)["metadata"].get("annotations") or {}
@@ -152,35 +167,14 @@ def test_non_owner_cannot_use_reserved_capacity(
     node = f"{namespace}-node"
     kube.create(_node(node, label))
     name = f"{namespace}-held"
-    kube.create(
-        {
-            "apiVersion": "scheduling.koordinator.sh/v1alpha1",
-            "kind": "Reservation",
-            "metadata": {"name": name},
-            "spec": {
-                "ttl": "1h",
-                "allocateOnce": False,
-                "owners": [{"labelSelector": {"matchLabels": {"app": "nobody-yet"}}}],
-                "template": {
-                    "spec": {
-                        "schedulerName": SCHEDULER,
-                        "nodeSelector": {"e2e-reservation": label},
-                        "containers": [
-                            {"name": "main", "resources": {"requests": {"cpu": "3", "memory": "1Gi"}}}
-                        ],
-                    }
-                },
-            },
-        }
-    )
+    kube.create(_reservation(name, label, "3", "nobody-yet", allocateOnce=False))
     wait_for(
-        lambda: (kube.get("Reservation", name).get("status") or {}).get("phase") == "Available",
-        what="the reservation to become Available",
+        lambda: _status(kube, name).get("phase") == "Available", what="the reservation to become Available"
     )
     kube.create(_pod("intruder", namespace, "2", label, "someone-else"))
     # Give the scheduler several attempts; the pod must stay pending with an Insufficient cpu verdict.
     time.sleep(3)
-    assert not (kube.get("Pod", "intruder", namespace).get("spec") or {}).get("nodeName")
+    assert not _bound(kube, "intruder", namespace)
     outcome = [o for o in scheduler.outcomes.values() if o.pod.name == "intruder"]
     assert not outcome or "Insufficient cpu" in outcome[-1].message
 
@@ -193,38 +187,26 @@ def test_reservation_pre_allocates_a_running_owner(
     kube.create(_node(node, label))
 
     def bound(pod: str) -> str:
-        return str((kube.get("Pod", pod, namespace).get("spec") or {}).get("nodeName") or "")
+        return _bound(kube, pod, namespace)
 
     kube.create(_pod("old", namespace, "3", label, "owner"))
     wait_for(lambda: bound("old") == node, what="the first owner to be bound")
     name = f"{namespace}-r"
     kube.create(
-        {
-            "apiVersion": "scheduling.koordinator.sh/v1alpha1",
-            "kind": "Reservation",
-            "metadata": {"name": name},
-            "spec": {
-                "ttl": "1h",
-                "allocateOnce": False,
-                "allocatePolicy": "Restricted",
-                "preAllocation": True,
-                "owners": [{"labelSelector": {"matchLabels": {"app": "owner"}}}],
-                "template": {
-                    "metadata": {"namespace": namespace},
-                    "spec": {
-                        "schedulerName": SCHEDULER,
-                        "nodeSelector": {"e2e-reservation": label},
-                        "containers": [
-                            {"name": "main", "resources": {"requests": {"cpu": "3", "memory": "1Gi"}}}
-                        ],
-                    },
-                },
-            },
-        }
+        _reservation(
+            name,
+            label,
+            "3",
+            "owner",
+            {"namespace": namespace},
+            allocateOnce=False,
+            allocatePolicy="Restricted",
+            preAllocation=True,
+        )
     )
 
     def status() -> dict[str, Any]:
-        return dict(kube.get("Reservation", name).get("status") or {})
+        return _status(kube, name)
 
     # Only 1 core is free: the reservation is placed by taking over the running owner.
     wait_for(lambda: status().get("phase") == "Available", what="the reservation to become Available")
@@ -261,7 +243,7 @@ def test_pre_allocation_takes_over_the_pods_cpuset(
         return frozenset(parse_cpuset(json.loads(raw)["cpuset"])) if raw else frozenset()
 
     def bound(name: str) -> str:
-        return str((pod(name).get("spec") or {}).get("nodeName") or "")
+        return _bound(kube, name, namespace)
 
     kube.create(_pod("old", namespace, "2", label, "owner", qos="LSR"))
     wait_for(lambda: bound("old") == node and bool(cpus(pod("old"))), what="the LSR owner pinned")
@@ -270,32 +252,19 @@ def test_pre_allocation_takes_over_the_pods_cpuset(
     old_cpus = cpus(pod("old"))
     name = f"{namespace}-numa-r"
     kube.create(
-        {
-            "apiVersion": "scheduling.koordinator.sh/v1alpha1",
-            "kind": "Reservation",
-            "metadata": {"name": name},
-            "spec": {
-                "ttl": "1h",
-                "allocateOnce": False,
-                "allocatePolicy": "Restricted",
-                "preAllocation": True,
-                "owners": [{"labelSelector": {"matchLabels": {"app": "owner"}}}],
-                "template": {
-                    "metadata": {"namespace": namespace, "labels": {"koordinator.sh/qosClass": "LSR"}},
-                    "spec": {
-                        "schedulerName": SCHEDULER,
-                        "nodeSelector": {"e2e-reservation": label},
-                        "containers": [
-                            {"name": "main", "resources": {"requests": {"cpu": "2", "memory": "1Gi"}}}
-                        ],
-                    },
-                },
-            },
-        }
+        _reservation(
+            name,
+            label,
+            "2",
+            "owner",
+            {"namespace": namespace, "labels": {"koordinator.sh/qosClass": "LSR"}},
+            allocateOnce=False,
+            allocatePolicy="Restricted",
+            preAllocation=True,
+        )
     )
     wait_for(
-        lambda: (kube.get("Reservation", name).get("status") or {}).get("phase") == "Available",
-        what="the reservation to become Available",
+        lambda: _status(kube, name).get("phase") == "Available", what="the reservation to become Available"
     )
     assert cpus(kube.get("Reservation", name)) == old_cpus
     kube.delete("Pod", "old", namespace)
