@@ -297,8 +297,13 @@ def _process_settings() -> Any:
     return load_settings()
 
 
-def _client_limits(args: argparse.Namespace, client_connection: Any) -> tuple[float, int]:
-    settings = _process_settings()
+def _kubeconfig(args: argparse.Namespace, from_profile: str, settings: Any) -> str:
+    """``--kubeconfig``, else the profile's ``clientConnection.kubeconfig``, else ``$KOORD_KUBECONFIG``; ""
+    means in-cluster credentials in a pod, else the default file."""
+    return str(args.kubeconfig or from_profile or settings.kubeconfig or "")
+
+
+def _client_limits(args: argparse.Namespace, client_connection: Any, settings: Any) -> tuple[float, int]:
     qps, burst = settings.client_qps, settings.client_burst
     explicit: set[str] = set(getattr(client_connection, "model_fields_set", ()) or ())
     if "qps" in explicit:
@@ -312,7 +317,7 @@ def _client_limits(args: argparse.Namespace, client_connection: Any) -> tuple[fl
     return qps, burst
 
 
-def _early_lists(name: str, args: argparse.Namespace, kube: Any) -> tuple[str, Any] | None:
+def _early_lists(name: str, args: argparse.Namespace, kube: Any, settings: Any) -> tuple[str, Any] | None:
     """For koord-scheduler: a cluster connected before the profile is loaded, with its Pod and Node lists
     already started (``KubeCluster.prefetch``), and the kubeconfig it used.
 
@@ -341,14 +346,10 @@ def _early_lists(name: str, args: argparse.Namespace, kube: Any) -> tuple[str, A
         if not isinstance(doc, dict):
             return None
         connection = doc.get("clientConnection")
-        kubeconfig = (
-            args.kubeconfig
-            or (connection.get("kubeconfig") if isinstance(connection, dict) else "")
-            or _process_settings().kubeconfig
-            or ""
-        )
-        if not isinstance(kubeconfig, str):
+        from_profile = connection.get("kubeconfig") if isinstance(connection, dict) else ""
+        if not isinstance(from_profile, str):
             return None
+        kubeconfig = _kubeconfig(args, from_profile, settings)
         # None: in-cluster credentials in a pod, else the default kubeconfig, as the connection made after
         # the profile would use.
         cluster = kube.from_kubeconfig(kubeconfig or None, component=f"koord-{name}")
@@ -369,13 +370,14 @@ def serve(
     cluster); setting ``stop`` ends the run as SIGTERM does."""
     setup_logging(args.v)
     gates = _check_feature_gates(name, args.feature_gates)
+    settings = _process_settings()
     importing = _StartupGC()  # the modules and models made here live as long as the process
     imported = False
     try:
         from koord_framework.cluster.kube import KubeCluster, LeaderElectionConfig
 
         # The lists start before the loader's modules are imported: the API server works on them meanwhile.
-        early = _early_lists(name, args, KubeCluster) if cluster is None else None
+        early = _early_lists(name, args, KubeCluster, settings) if cluster is None else None
         try:
             from koord_framework.config.loader import load_descheduler_config, load_scheduler_config
 
@@ -410,11 +412,9 @@ def serve(
         )
     if cluster is None:
         connection = getattr(cfg, "client_connection", None)
-        qps, burst = _client_limits(args, connection)
-        kubeconfig = (
-            args.kubeconfig or getattr(connection, "kubeconfig", "") or _process_settings().kubeconfig
-        )
-        if early is not None and early[0] == (kubeconfig or ""):
+        qps, burst = _client_limits(args, connection, settings)
+        kubeconfig = _kubeconfig(args, getattr(connection, "kubeconfig", ""), settings)
+        if early is not None and early[0] == kubeconfig:
             connected: KubeCluster = early[1]  # its lists of Pod and Node are in flight or done
             connected.transport.set_limits(qps, burst)
             cluster = connected

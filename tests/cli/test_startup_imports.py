@@ -41,7 +41,8 @@ import koord_framework.scheduler.scheduler
 
 load_scheduler_config({str(CONFIG)!r})
 installed_kinds().get("ClusterColocationProfile")  # every koord.kinds entry point loaded
-serve._client_limits(serve.argparse.Namespace(client_qps=None, client_burst=None), None)
+flags = serve.argparse.Namespace(client_qps=None, client_burst=None)
+serve._client_limits(flags, None, serve._process_settings())
 socket.getaddrinfo(b"127.0.0.1", 443)
 health = HealthServer("127.0.0.1:0", CollectorRegistry()).start()
 health.close()

@@ -111,7 +111,10 @@ def test_serve_lists_early_with_or_without_leader_election(
     """The lists start before the profile loads whenever a kubeconfig is named: with leader election too,
     as kube-scheduler's informers start before the election (a standby drops them, see below)."""
     server, kubeconfig, _ = served
-    early = serve_module._early_lists
+
+    def early(name: str, args: argparse.Namespace, kube: Any) -> Any:
+        return serve_module._early_lists(name, args, kube, serve_module._process_settings())
+
     off = _profile(tmp_path, False)
     found = early("scheduler", _args(off, kubeconfig=str(kubeconfig)), KubeCluster)
     assert found is not None and found[0] == str(kubeconfig)
