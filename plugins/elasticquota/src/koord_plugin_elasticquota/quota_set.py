@@ -99,7 +99,7 @@ class QuotaSet:
             try:
                 yield
             finally:
-                for mgr in {id(m): m for m in [*managers, *self.managers()]}.values():
+                for mgr in managers:  # no tree comes or goes meanwhile: quota events wait for the lock
                     mgr.flush_requests()
 
     # --- pod -> quota --------------------------------------------------------------------------------
